@@ -1,0 +1,277 @@
+/**
+ * @file tensorhub.h
+ * @brief TensorHub public C API: reference-oriented weight transfer between the
+ *        workers of a reinforcement-learning job.
+ *
+ * A central registry records which worker holds which version of a model; workers
+ * read weights straight out of each other's registered memory with one-sided RMA
+ * gets (UCX). Nothing here is C++: the header is C99 and usable from C++ and, through
+ * ISO_C_BINDING, from Fortran.
+ *
+ * Conventions (MPI/UCX style):
+ *  - every function returns an `int` status (THUB_SUCCESS or a THUB_ERR_* code);
+ *  - output arguments come last and are written only on success;
+ *  - THUB_Context calls may be made from several threads at once; one THUB_Model
+ *    must be used by one thread at a time (like an MPI communicator's requests).
+ */
+#ifndef TENSORHUB_TENSORHUB_H
+#define TENSORHUB_TENSORHUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Library version */
+/**@{*/
+#define THUB_VERSION_MAJOR 0
+#define THUB_VERSION_MINOR 1
+#define THUB_VERSION_PATCH 0
+/**@}*/
+
+/** @name Status codes (fixed numbers; never renumbered) */
+/**@{*/
+#define THUB_SUCCESS 0           /**< done */
+#define THUB_IN_PROGRESS 1       /**< a nonblocking operation is not finished yet */
+#define THUB_NOT_UPDATED 2       /**< THUB_Update: nothing newer is available (not an error) */
+#define THUB_ERR_ARG (-1)        /**< a bad argument (null handle, negative size, bad info value) */
+#define THUB_ERR_STATE (-2)      /**< not allowed now (register after publish, publish twice, ...) */
+#define THUB_ERR_NOT_FOUND (-3)  /**< no such model / version (never published or dropped) */
+#define THUB_ERR_LAYOUT (-4)     /**< registered tensors do not match the source's */
+#define THUB_ERR_TRANSPORT (-5)  /**< the data plane failed and no other source could finish */
+#define THUB_ERR_REGISTRY (-6)   /**< no registry could be reached */
+#define THUB_ERR_TIMEOUT (-7)    /**< a deadline given in the info passed */
+#define THUB_ERR_NO_MEMORY (-8)  /**< allocation or registration failed */
+#define THUB_ERR_UNSUPPORTED (-9)  /**< e.g. CUDA memory in a build without CUDA */
+#define THUB_ERR_AUTH (-10)      /**< the registry refused this client's credentials */
+#define THUB_ERR_VERSION_LOST (-11) /**< every holder of the version is gone; ask a newer one */
+#define THUB_ERR_INTERNAL (-99)  /**< a bug: please report */
+/**@}*/
+
+/** @name Memory types of registered tensors */
+/**@{*/
+#define THUB_MEM_HOST 0 /**< host (CPU) memory */
+#define THUB_MEM_CUDA 1 /**< CUDA device memory */
+/**@}*/
+
+/** @name Version specifiers */
+/**@{*/
+/** The newest available version. */
+#define THUB_LATEST ((int64_t)-1)
+/** The k-th version before the newest available one (k = 0 is THUB_LATEST). */
+#define THUB_LATEST_MINUS(k) ((int64_t)(-1 - (int64_t)(k)))
+/**@}*/
+
+/** One per process (or per GPU): owns the data plane and the registry connection. */
+typedef struct THUB_Context_s *THUB_Context;
+/** This process's shard of one replica of one model. */
+typedef struct THUB_Model_s *THUB_Model;
+/** A nonblocking operation. */
+typedef struct THUB_Request_s *THUB_Request;
+/** Key/value hints, like MPI_Info. */
+typedef struct THUB_Info_s *THUB_Info;
+
+#define THUB_INFO_NULL ((THUB_Info)0)       /**< no hints */
+#define THUB_CONTEXT_NULL ((THUB_Context)0) /**< no context */
+#define THUB_MODEL_NULL ((THUB_Model)0)     /**< no model */
+#define THUB_REQUEST_NULL ((THUB_Request)0) /**< no request */
+
+/**
+ * @brief Text of a status code, with a hint. Never returns NULL.
+ * @param[in] status any status value (unknown values give a generic text)
+ * @return a static, NUL-terminated string. Thread-safe.
+ */
+const char *THUB_Error_string(int status);
+
+/**
+ * @brief Detail of the last failure on a context (which tensor, peer, registry address).
+ * @param[in]  ctx  the context (THUB_CONTEXT_NULL gives the detail of the last failed
+ *                  THUB_Init of this thread)
+ * @param[out] buf  receives a NUL-terminated text, truncated to @p len
+ * @param[in]  len  size of @p buf in bytes (> 0)
+ * @return THUB_SUCCESS, or THUB_ERR_ARG for a NULL @p buf or zero @p len.
+ */
+int THUB_Last_error(THUB_Context ctx, char *buf, size_t len);
+
+/**
+ * @brief Create an empty info object.
+ * @param[out] info the new object; free it with THUB_Info_free
+ * @return THUB_SUCCESS, THUB_ERR_ARG (NULL @p info), THUB_ERR_NO_MEMORY.
+ */
+int THUB_Info_create(THUB_Info *info);
+
+/**
+ * @brief Set (or replace) a key. Keys and values are copied.
+ * @param[in] info  the info object
+ * @param[in] key   a non-empty key
+ * @param[in] value the value (may be empty)
+ * @return THUB_SUCCESS, THUB_ERR_ARG (NULL handle, NULL or empty key, NULL value).
+ * Not thread-safe on the same info object.
+ */
+int THUB_Info_set(THUB_Info info, const char *key, const char *value);
+
+/**
+ * @brief Free an info object and set the handle to THUB_INFO_NULL.
+ * @param[in,out] info the handle; freeing THUB_INFO_NULL is THUB_ERR_ARG
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Info_free(THUB_Info *info);
+
+/**
+ * @brief Create a context: the UCX data plane (one worker, one progress thread) and the
+ *        registry connection.
+ *
+ * Info keys (each also read from `TENSORHUB_<KEY>` in upper case; an explicit value wins):
+ *  - `registry`: `host:port[,host:port...]`. Unset: an embedded registry is started in
+ *    this process (see THUB_Registry_address).
+ *  - `registry_listen`: `host:port` of the embedded registry (default `0.0.0.0:0`).
+ *  - `datacenter`: a label (default `default`).
+ *  - `auth_token`: shared secret presented to (or required by the embedded) registry.
+ *  - `verify`: `true|false` (default false): hash every chunk (XXH3) and check it on receipt.
+ *  - `chunk_size`: transfer unit in bytes (default 4 MiB, at least 4 KiB).
+ *  - `timeout_ms`: deadline of a blocking call (default 0: none).
+ *  - `heartbeat_ms`: client heartbeat period (default 1000).
+ * @param[in]  info hints or THUB_INFO_NULL
+ * @param[out] ctx  the new context
+ * @return THUB_SUCCESS, THUB_ERR_ARG (bad value), THUB_ERR_REGISTRY (none reachable),
+ *         THUB_ERR_AUTH, THUB_ERR_TRANSPORT (UCX could not start), THUB_ERR_NO_MEMORY.
+ * Thread-safe.
+ */
+int THUB_Init(THUB_Info info, THUB_Context *ctx);
+
+/**
+ * @brief Close every model still open on the context, stop the progress thread and the
+ *        embedded registry (if any), and free the context.
+ * @param[in,out] ctx the handle, set to THUB_CONTEXT_NULL on success
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ * No other call may use the context concurrently.
+ */
+int THUB_Finalize(THUB_Context *ctx);
+
+/**
+ * @brief The registry address this context uses (the embedded one when it started one).
+ * @param[in]  ctx the context
+ * @param[out] buf receives `host:port`, NUL-terminated
+ * @param[in]  len size of @p buf
+ * @return THUB_SUCCESS, THUB_ERR_ARG (NULL, or @p buf too small).
+ * Thread-safe.
+ */
+int THUB_Registry_address(THUB_Context ctx, char *buf, size_t len);
+
+/**
+ * @brief Open this process's shard of one replica of a model.
+ *
+ * Info keys: `retain` (keep the latest k versions available, default 0), `spot`
+ * (`true`: this replica may vanish at any time, default false).
+ * @param[in]  ctx        the context
+ * @param[in]  model      model name (non-empty)
+ * @param[in]  replica    name of the model-parallel group (non-empty)
+ * @param[in]  shard      this rank in the group, 0 <= shard < num_shards
+ * @param[in]  num_shards size of the group (>= 1), the same on every shard
+ * @param[in]  info       hints or THUB_INFO_NULL
+ * @param[out] m          the model handle
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_STATE (shard already open, or num_shards
+ *         differs from the other shards'), THUB_ERR_REGISTRY.
+ */
+int THUB_Open(THUB_Context ctx, const char *model, const char *replica, int shard,
+              int num_shards, THUB_Info info, THUB_Model *m);
+
+/**
+ * @brief Register one tensor of this shard. Register every tensor, in the same order on
+ *        every replica, before the first publish or replicate.
+ * @param[in] m       the model
+ * @param[in] tensor  a name unique within the shard
+ * @param[in] addr    start of the tensor's memory (may be NULL only when @p bytes is 0)
+ * @param[in] bytes   size in bytes
+ * @param[in] memtype THUB_MEM_HOST or THUB_MEM_CUDA
+ * @return THUB_SUCCESS, THUB_ERR_ARG (bad pointer, duplicate name, unknown memtype),
+ *         THUB_ERR_STATE (after the first publish/replicate), THUB_ERR_NO_MEMORY
+ *         (registration failed), THUB_ERR_UNSUPPORTED (CUDA memory in this build).
+ */
+int THUB_Register(THUB_Model m, const char *tensor, void *addr, size_t bytes, int memtype);
+
+/**
+ * @brief Declare that this shard's registered tensors hold @p version and will not be
+ *        modified until THUB_Unpublish returns. No data moves; returns at once.
+ * @param[in] m       the model
+ * @param[in] version an absolute version (>= 0)
+ * @return THUB_SUCCESS, THUB_ERR_ARG (negative version), THUB_ERR_STATE (already
+ *         published, or no tensor registered), THUB_ERR_LAYOUT (another replica
+ *         published this shard with another layout), THUB_ERR_REGISTRY.
+ */
+int THUB_Publish(THUB_Model m, int64_t version);
+
+/**
+ * @brief Fetch @p version from any peer that holds it into this shard's tensors. On
+ *        success this replica holds the version and serves it until THUB_Unpublish.
+ * @param[in]  m       the model (not published)
+ * @param[in]  version absolute (>= 0), THUB_LATEST or THUB_LATEST_MINUS(k)
+ * @param[out] got     the absolute version now held (may be NULL)
+ * @return THUB_SUCCESS, THUB_ERR_NOT_FOUND, THUB_ERR_LAYOUT, THUB_ERR_STATE,
+ *         THUB_ERR_TRANSPORT, THUB_ERR_VERSION_LOST, THUB_ERR_TIMEOUT, THUB_ERR_REGISTRY.
+ */
+int THUB_Replicate(THUB_Model m, int64_t version, int64_t *got);
+
+/**
+ * @brief Nonblocking THUB_Replicate. Complete it with THUB_Test or THUB_Wait.
+ * @param[in]  m       the model
+ * @param[in]  version as for THUB_Replicate
+ * @param[out] req     the request
+ * @return THUB_SUCCESS (started), or an error of THUB_Replicate found before starting.
+ * At most one request per model may be outstanding (else THUB_ERR_STATE).
+ */
+int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request *req);
+
+/**
+ * @brief Move to a newer version in one step: if a version newer than the one held and
+ *        matching @p version is available, unpublish the old one (draining readers) and
+ *        replicate the new one.
+ * @param[in]  m       the model
+ * @param[in]  version THUB_LATEST, THUB_LATEST_MINUS(k) or an absolute version
+ * @param[out] got     the version held afterwards (may be NULL)
+ * @return THUB_SUCCESS (moved), THUB_NOT_UPDATED (nothing newer; still holding the old
+ *         one), or the errors of THUB_Replicate.
+ */
+int THUB_Update(THUB_Model m, int64_t version, int64_t *got);
+
+/**
+ * @brief Withdraw the promise of THUB_Publish (or of a completed replicate). Returns only
+ *        when no peer reads this shard's buffers any more; then they may be overwritten.
+ * @param[in] m the model
+ * @return THUB_SUCCESS, THUB_ERR_STATE (nothing published), THUB_ERR_REGISTRY.
+ */
+int THUB_Unpublish(THUB_Model m);
+
+/**
+ * @brief Unpublish if needed, deregister the tensors and free the handle.
+ * @param[in,out] m the handle, set to THUB_MODEL_NULL
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_STATE (a request is still outstanding).
+ */
+int THUB_Close(THUB_Model *m);
+
+/**
+ * @brief Check a nonblocking request. When done, the request is freed and set to
+ *        THUB_REQUEST_NULL, and the operation's status is returned.
+ * @param[in,out] req  the request
+ * @param[out]    done 1 when finished, else 0
+ * @param[out]    got  on completion, the version now held (may be NULL)
+ * @return THUB_SUCCESS or the operation's error when done; THUB_SUCCESS with *done = 0
+ *         while it runs; THUB_ERR_ARG for a null request.
+ */
+int THUB_Test(THUB_Request *req, int *done, int64_t *got);
+
+/**
+ * @brief Wait for a nonblocking request, free it and set it to THUB_REQUEST_NULL.
+ * @param[in,out] req the request
+ * @param[out]    got the version now held (may be NULL)
+ * @return the operation's status; THUB_ERR_ARG for a null request.
+ */
+int THUB_Wait(THUB_Request *req, int64_t *got);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TENSORHUB_TENSORHUB_H */

@@ -1,0 +1,31 @@
+// The registry's decisions as a pure state machine: step(event, now) -> actions.
+// Everything the registry decides (which version, which source, when a drain is done,
+// what a failure means) happens here, so that it runs in a deterministic simulation.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "sched/types.h"
+
+namespace thub::sched {
+
+class Registry {
+ public:
+  explicit Registry(Config cfg = {});
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Apply one event at time `now` (non-decreasing between calls) and return what to do.
+  [[nodiscard]] std::vector<Action> step(const Event& ev, Time now);
+
+  // A human-readable dump of models, versions and holders (tensorhub-info, debugging).
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace thub::sched

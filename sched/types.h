@@ -1,0 +1,138 @@
+// The registry's pure state machine: the events that go in and the actions that come out.
+// No sockets, threads or clocks: time is an argument (microseconds, any epoch).
+// src/registry/ turns wire messages into Events and Actions into wire messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace thub::sched {
+
+using Time = int64_t;       // microseconds, supplied by the caller (virtual in simulation)
+using ClientId = uint64_t;  // one connected client session (a THUB_Context)
+using RequestId = uint64_t; // chosen by the client, echoed in the reply
+using MemberId = uint64_t;  // one opened (model, replica, shard), assigned by the registry
+using LeaseId = uint64_t;   // one granted read of a source, assigned by the registry
+using Version = int64_t;    // >= 0 absolute; -1 latest; -1-k latest minus k
+
+// Same numbers as the THUB_* codes of the public API (sched/ must not include it).
+enum class Status : int {
+  kOk = 0,
+  kNotUpdated = 2,
+  kArg = -1,
+  kState = -2,
+  kNotFound = -3,
+  kLayout = -4,
+  kTransport = -5,
+  kAuth = -10,
+  kVersionLost = -11,
+  kInternal = -99,
+};
+
+struct Config {
+  Time heartbeat_timeout = 5'000'000; // a client silent this long is removed with its replicas
+  int max_readers_per_source = 1;     // pipeline policy: concurrent readers of one source replica
+  bool pipeline = true;               // hand out partial sources (replicas still receiving)
+};
+
+// ---- events (in) ----------------------------------------------------------------------
+
+struct Connect {      // a client session starts
+  ClientId client;
+  std::string datacenter;
+};
+struct Disconnect {   // connection closed or client crashed: remove everything it held
+  ClientId client;
+};
+struct Heartbeat {
+  ClientId client;
+};
+struct Tick {};       // time passed; check deadlines
+
+struct Open {         // reply: member id
+  ClientId client;
+  RequestId req;
+  std::string model, replica;
+  int shard = 0, num_shards = 1;
+  int retain = 0;     // keep the latest `retain` versions available
+  bool spot = false;  // does not count as a holder for retention
+};
+struct Close {        // implicit unpublish (no drain reply needed), forget the member
+  ClientId client;
+  RequestId req;
+  MemberId member;
+};
+struct Publish {      // this member's buffers hold `version` completely; reply Ok or error
+  ClientId client;
+  RequestId req;
+  MemberId member;
+  Version version;            // absolute, >= 0
+  uint64_t layout_hash;       // hash of (names, sizes, order) of the shard's tensors
+  std::string descriptor;     // opaque: how to read this member (worker address, rkeys, ...)
+};
+struct Replicate {    // reply (maybe deferred): Grant, or NotFound / NotUpdated / VersionLost / Layout
+  ClientId client;
+  RequestId req;
+  MemberId member;
+  Version spec;               // absolute or relative
+  Version newer_than = -1;    // THUB_Update: grant only a version > this, else NotUpdated
+  uint64_t layout_hash;
+  std::string descriptor;     // this member's own, so that it can serve as a partial source
+};
+struct TransferDone { // the granted transfer finished; the member now holds the version fully
+  ClientId client;
+  RequestId req;
+  MemberId member;
+  LeaseId lease;
+};
+struct SourceFailed { // the granted source failed after `chunks_done` chunks; reply: a new Grant
+  ClientId client;
+  RequestId req;
+  MemberId member;
+  LeaseId lease;
+  uint64_t chunks_done;
+};
+struct Unpublish {    // reply deferred until no lease on this member is active (drain)
+  ClientId client;
+  RequestId req;
+  MemberId member;
+};
+struct OffloadDone {  // retention: the member now serves `version` from host memory
+  ClientId client;
+  RequestId req;
+  MemberId member;
+  Version version;
+  std::string descriptor;
+};
+
+using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,
+                           Replicate, TransferDone, SourceFailed, Unpublish, OffloadDone>;
+
+// ---- actions (out) --------------------------------------------------------------------
+
+struct Reply {        // the answer to request `req` of `client`
+  ClientId client;
+  RequestId req;
+  Status status = Status::kOk;
+  std::string detail;         // human-readable reason for errors
+  MemberId member = 0;        // Open
+  Version version = -1;       // Replicate: the resolved absolute version
+  LeaseId lease = 0;          // Replicate: the read granted
+  MemberId source = 0;        // Replicate: which member to read
+  std::string source_descriptor;
+  bool source_partial = false;  // the source is still receiving: read its progress counter
+};
+struct Offload {      // retention: before its unpublish completes, `member` must copy
+  ClientId client;    // `version` to host memory and keep serving it (answer: OffloadDone)
+  MemberId member;
+  Version version;
+};
+struct Drop {         // the registry removed this client (missed heartbeat); close its session
+  ClientId client;
+};
+
+using Action = std::variant<Reply, Offload, Drop>;
+
+}  // namespace thub::sched

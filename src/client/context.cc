@@ -1,0 +1,106 @@
+#include "src/client/context.h"
+
+#include <sstream>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/registry/connection.h"
+#include "src/registry/server.h"
+#include "src/registry/socket.h"
+#include "src/transport/worker.h"
+#include "topo/topology.h"
+
+namespace thub::client {
+
+ContextConfig ContextConfig::from_info(const InfoMap& info) {
+  ContextConfig c;
+  c.registry = info.get_string("registry", "");
+  c.registry_listen = info.get_string("registry_listen", c.registry_listen);
+  c.datacenter = info.get_string("datacenter", c.datacenter);
+  if (c.datacenter.empty()) throw Error(Code::kArg, "info key 'datacenter' must not be empty");
+  c.auth_token = info.get_string("auth_token", "");
+  c.verify = info.get_bool("verify", false);
+  c.chunk_size = info.get_size("chunk_size", c.chunk_size, 4096, 1ull << 30);
+  c.max_inflight = static_cast<int>(info.get_int("max_inflight", c.max_inflight, 1, 1024));
+  c.timeout_ms = info.get_int("timeout_ms", 0, 0, int64_t{1} << 40);
+  c.heartbeat_ms = static_cast<int>(info.get_int("heartbeat_ms", c.heartbeat_ms, 10, 3600000));
+  c.heartbeat_timeout_ms = info.get_int("heartbeat_timeout_ms", c.heartbeat_timeout_ms, 20, 86400000);
+  c.stall_timeout_ms = info.get_int("stall_timeout_ms", c.stall_timeout_ms, 10, 86400000);
+  c.pipeline = info.get_bool("pipeline", true);
+  c.max_readers = static_cast<int>(info.get_int("max_readers", c.max_readers, 1, 1 << 20));
+  c.net_devices = info.get_string("net_devices", "");
+  c.tls = info.get_string("tls", "");
+  if (!c.registry.empty()) (void)registry::parse_address_list(c.registry);  // validate early
+  (void)registry::parse_host_port(c.registry_listen);
+  return c;
+}
+
+Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
+  std::vector<std::string> addresses;
+  if (cfg_.registry.empty()) {
+    registry::ServerOptions so;
+    so.listen = cfg_.registry_listen;
+    so.auth_token = cfg_.auth_token;
+    so.sched.heartbeat_timeout = cfg_.heartbeat_timeout_ms * 1000;
+    so.sched.pipeline = cfg_.pipeline;
+    so.sched.max_readers_per_source = cfg_.max_readers;
+    server_ = std::make_unique<registry::Server>(so);
+    server_->start();
+    addresses.push_back(server_->address());
+  } else {
+    std::istringstream is(cfg_.registry);
+    std::string a;
+    while (std::getline(is, a, ',')) {
+      if (!a.empty()) addresses.push_back(a);
+    }
+  }
+
+  transport::WorkerOptions wo;
+  wo.net_devices = cfg_.net_devices;
+  wo.tls = cfg_.tls;
+  if (wo.net_devices.empty()) {
+    // The NIC nearest to host memory (topo/); UCX chooses when the topology knows none.
+    std::string err;
+    auto topo = topo::Topology::load_default(&err);
+    wo.net_devices = topo->ucx_net_devices(topo::Location{});
+  }
+  worker_ = transport::Worker::create(wo);
+
+  registry::ConnectionOptions co;
+  co.addresses = addresses;
+  co.auth_token = cfg_.auth_token;
+  co.datacenter = cfg_.datacenter;
+  co.heartbeat_ms = cfg_.heartbeat_ms;
+  conn_ = std::make_unique<registry::Connection>(co);
+}
+
+Context::~Context() {
+  conn_.reset();
+  worker_.reset();
+  if (server_) server_->stop();
+  server_.reset();
+}
+
+std::string Context::registry_address() const { return server_ ? server_->address() : conn_->address(); }
+
+void Context::set_last_error(const std::string& s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  last_error_ = s;
+}
+
+std::string Context::last_error() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return last_error_;
+}
+
+void Context::attach(uint64_t member, Model* m) {
+  std::lock_guard<std::mutex> lk(mu_);
+  models_[member] = m;
+}
+
+void Context::detach(uint64_t member) {
+  std::lock_guard<std::mutex> lk(mu_);
+  models_.erase(member);
+}
+
+}  // namespace thub::client

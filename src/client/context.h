@@ -1,0 +1,74 @@
+// One THUB_Context: configuration from info keys, the data plane (a transport::Worker),
+// the registry connection, and the embedded registry when none is given.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "src/common/info.h"
+
+namespace thub::transport {
+class Worker;
+}
+namespace thub::registry {
+class Connection;
+class Server;
+}
+
+namespace thub::client {
+
+class Model;
+
+struct ContextConfig {
+  std::string registry;         // "" = embedded
+  std::string registry_listen = "0.0.0.0:0";
+  std::string datacenter = "default";
+  std::string auth_token;
+  bool verify = false;
+  uint64_t chunk_size = 4u << 20;
+  int max_inflight = 16;
+  int64_t timeout_ms = 0;
+  int heartbeat_ms = 1000;
+  int64_t heartbeat_timeout_ms = 5000;  // embedded registry: drop silent clients after this
+  int64_t stall_timeout_ms = 10000;     // a source with no progress this long has failed
+  bool pipeline = true;                 // embedded registry: hand out partial sources
+  int max_readers = 1;                  // embedded registry: readers per source at a time
+  std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
+  std::string tls;                      // UCX_TLS
+
+  static ContextConfig from_info(const InfoMap& info);  // throws Error(kArg)
+};
+
+class Context {
+ public:
+  explicit Context(const InfoMap& info);  // throws Error
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  [[nodiscard]] const ContextConfig& config() const { return cfg_; }
+  [[nodiscard]] transport::Worker& worker() { return *worker_; }
+  [[nodiscard]] registry::Connection& registry() { return *conn_; }
+  [[nodiscard]] std::string registry_address() const;
+
+  void set_last_error(const std::string& s);
+  [[nodiscard]] std::string last_error() const;
+
+  // Models register themselves so that registry orders (retention offload) reach them.
+  void attach(uint64_t member, Model* m);
+  void detach(uint64_t member);
+
+ private:
+  ContextConfig cfg_;
+  std::unique_ptr<registry::Server> server_;
+  std::unique_ptr<transport::Worker> worker_;
+  std::unique_ptr<registry::Connection> conn_;
+  mutable std::mutex mu_;
+  std::string last_error_;
+  std::map<uint64_t, Model*> models_;
+};
+
+}  // namespace thub::client

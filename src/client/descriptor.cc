@@ -1,0 +1,55 @@
+#include "src/client/descriptor.h"
+
+#include "src/common/codec.h"
+#include "src/common/status.h"
+
+namespace thub::client {
+
+namespace {
+constexpr uint32_t kDescriptorVersion = 1;
+
+void put(Writer& w, const RemoteRegion& r) { w.u64(r.addr).u64(r.bytes).str(r.rkey); }
+RemoteRegion get(Reader& r) {
+  RemoteRegion x;
+  x.addr = r.u64();
+  x.bytes = r.u64();
+  x.rkey = r.str();
+  return x;
+}
+}  // namespace
+
+std::string encode_descriptor(const Descriptor& d) {
+  Writer w;
+  w.u32(kDescriptorVersion).str(d.worker_address);
+  put(w, d.counter);
+  put(w, d.hashes);
+  w.u32(static_cast<uint32_t>(d.tensors.size()));
+  for (const auto& t : d.tensors) {
+    w.str(t.name);
+    put(w, t.region);
+  }
+  return w.take();
+}
+
+Descriptor decode_descriptor(const std::string& bytes) {
+  try {
+    Reader r(bytes);
+    if (r.u32() != kDescriptorVersion) throw CodecError("unknown descriptor version");
+    Descriptor d;
+    d.worker_address = r.str();
+    d.counter = get(r);
+    d.hashes = get(r);
+    uint32_t n = r.count(4 + 8 + 8 + 4);
+    d.tensors.resize(n);
+    for (auto& t : d.tensors) {
+      t.name = r.str();
+      t.region = get(r);
+    }
+    r.expect_end();
+    return d;
+  } catch (const CodecError& e) {
+    throw Error(Code::kTransport, std::string("malformed source descriptor: ") + e.what());
+  }
+}
+
+}  // namespace thub::client

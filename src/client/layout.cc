@@ -1,0 +1,58 @@
+#include "src/client/layout.h"
+
+#include <algorithm>
+
+#include "src/common/codec.h"
+#include "src/common/hash.h"
+#include "src/common/status.h"
+
+namespace thub::client {
+
+void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int memtype) {
+  if (name.empty()) throw Error(Code::kArg, "tensor name is empty");
+  if (!addr && bytes > 0) throw Error(Code::kArg, "tensor '" + name + "': null address for " + std::to_string(bytes) + " bytes");
+  for (const auto& t : tensors_) {
+    if (t.name == name) throw Error(Code::kArg, "tensor '" + name + "' is registered twice");
+  }
+  Tensor t;
+  t.name = name;
+  t.addr = static_cast<char*>(addr);
+  t.bytes = bytes;
+  t.memtype = memtype;
+  t.offset = total_;
+  tensors_.push_back(std::move(t));
+  total_ += bytes;
+}
+
+uint64_t TensorTable::layout_hash() const {
+  Writer w;
+  w.u32(static_cast<uint32_t>(tensors_.size()));
+  for (const auto& t : tensors_) w.str(t.name).u64(t.bytes);
+  return hash64(w.data().data(), w.data().size(), 0x7e750f4ull);
+}
+
+size_t TensorTable::find(uint64_t off) const {
+  // The last tensor with offset <= off and room at off (skips 0-byte tensors).
+  auto it = std::upper_bound(tensors_.begin(), tensors_.end(), off,
+                             [](uint64_t o, const Tensor& t) { return o < t.offset; });
+  size_t i = static_cast<size_t>(it - tensors_.begin()) - 1;
+  while (tensors_[i].bytes == 0 || off >= tensors_[i].offset + tensors_[i].bytes) ++i;
+  return i;
+}
+
+uint64_t TensorTable::hash_block(uint64_t b) const {
+  uint64_t start = b * kHashBlock;
+  uint64_t end = std::min(total_, start + kHashBlock);
+  BlockHasher h;
+  uint64_t off = start;
+  while (off < end) {
+    const Tensor& t = tensors_[find(off)];
+    uint64_t in = off - t.offset;
+    uint64_t n = std::min(end - off, t.bytes - in);
+    h.update(t.addr + in, n);
+    off += n;
+  }
+  return h.digest();
+}
+
+}  // namespace thub::client

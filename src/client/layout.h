@@ -1,0 +1,45 @@
+// A shard's tensor table and the byte stream it forms: the tensors concatenated in
+// registration order (0-byte tensors take no room). Transfers, progress counters and
+// integrity blocks are all expressed as offsets into this stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace thub::client {
+
+// Integrity blocks are a fixed size so that every replica of a version agrees on them,
+// whatever chunk size each uses for its transfers.
+constexpr uint64_t kHashBlock = 1u << 20;
+
+struct Tensor {
+  std::string name;
+  char* addr = nullptr;
+  uint64_t bytes = 0;
+  int memtype = 0;
+  uint64_t offset = 0;  // in the shard's stream
+};
+
+class TensorTable {
+ public:
+  // Throws Error(kArg) for a duplicate name or a null address of a non-empty tensor.
+  void add(const std::string& name, void* addr, uint64_t bytes, int memtype);
+  [[nodiscard]] const std::vector<Tensor>& tensors() const { return tensors_; }
+  [[nodiscard]] uint64_t total_bytes() const { return total_; }
+  [[nodiscard]] bool empty() const { return tensors_.empty(); }
+  // Hash of (names, sizes, order): replicas of one shard must agree on it.
+  [[nodiscard]] uint64_t layout_hash() const;
+  // Index of the tensor holding stream offset `off` (off < total_bytes()).
+  [[nodiscard]] size_t find(uint64_t off) const;
+  [[nodiscard]] uint64_t hash_blocks() const { return (total_ + kHashBlock - 1) / kHashBlock; }
+  // XXH3 of integrity block `b` of this shard's local memory.
+  [[nodiscard]] uint64_t hash_block(uint64_t b) const;
+
+ private:
+  std::vector<Tensor> tensors_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace thub::client

@@ -1,0 +1,278 @@
+#include "src/client/transfer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "src/transport/worker.h"
+
+namespace thub::client {
+
+using transport::Peer;
+using transport::RemoteKey;
+using transport::Worker;
+
+namespace {
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  Job(Worker& w, TransferSpec s) : w_(w), s_(std::move(s)) {}
+  std::future<TransferResult> future() { return done_.get_future(); }
+  void start();
+
+ private:
+  void fetch_hashes();
+  void pump();
+  void issue(uint64_t off, uint64_t len);
+  void on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err);
+  void poll_counter();
+  void on_counter(bool ok, const std::string& err);
+  void fail(Code code, const std::string& err, bool source_failed);
+  void finish();
+  bool verify_upto(uint64_t prefix);
+  void check_stall();
+
+  Worker& w_;
+  TransferSpec s_;
+  std::promise<TransferResult> done_;
+  bool finished_ = false;
+
+  std::shared_ptr<Peer> peer_;
+  std::vector<std::unique_ptr<RemoteKey>> keys_;  // per tensor (null for 0-byte ones)
+  std::unique_ptr<RemoteKey> counter_key_;
+  std::unique_ptr<RemoteKey> hash_key_;
+
+  uint64_t total_ = 0;
+  uint64_t issued_ = 0;     // next stream offset to request
+  uint64_t prefix_ = 0;     // contiguous bytes held
+  uint64_t ready_ = 0;      // bytes the source holds (as last seen)
+  std::map<uint64_t, uint64_t> completed_;  // completed ranges beyond the prefix: start -> end
+  int inflight_ = 0;
+  bool counter_pending_ = false;
+  bool hashes_ready_ = false;
+  uint64_t remote_counter_ = 0;
+  int64_t backoff_us_ = 20;
+  int64_t last_progress_ = 0;
+  uint64_t next_verify_block_ = 0;
+  Code fail_code_ = Code::kSuccess;
+  std::string fail_err_;
+  bool fail_source_ = false;
+  TransferStats stats_;
+};
+
+void Job::start() {
+  const auto& tensors = s_.local->tensors();
+  total_ = s_.local->total_bytes();
+  prefix_ = issued_ = std::min(s_.start, total_);
+  next_verify_block_ = prefix_ / kHashBlock;
+  last_progress_ = now_us();
+  try {
+    peer_ = w_.peer(s_.source.worker_address);
+    keys_.resize(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].bytes > 0) keys_[i] = std::make_unique<RemoteKey>(peer_, s_.source.tensors[i].region.rkey);
+    }
+    if (s_.source_partial) counter_key_ = std::make_unique<RemoteKey>(peer_, s_.source.counter.rkey);
+    if (s_.source.hashes.bytes > 0) hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
+  } catch (const Error& e) {
+    fail(Code::kTransport, e.what(), true);
+    return;
+  }
+  ready_ = s_.source_partial ? 0 : total_;
+  if (total_ == 0 || prefix_ == total_) {
+    finish();
+    return;
+  }
+  if (s_.source_partial) {
+    poll_counter();  // learn what is ready first; hashes follow once the source has data
+  } else {
+    fetch_hashes();
+  }
+}
+
+void Job::fetch_hashes() {
+  // Integrity hashes travel with the data, so that a replica serves them in turn. A source's
+  // hash region is complete before its counter first advances.
+  if (!hash_key_ || s_.source.hashes.bytes == 0) {
+    if (s_.verify) {
+      fail(Code::kState, "verify is on but the source has no checksums (publish with verify=true)", false);
+      return;
+    }
+    hashes_ready_ = true;
+    pump();
+    return;
+  }
+  auto self = shared_from_this();
+  inflight_++;
+  w_.get(peer_, s_.hashes, s_.source.hashes.bytes, s_.source.hashes.addr, *hash_key_,
+         [self](bool ok, const std::string& err) {
+           self->inflight_--;
+           if (!ok) return self->fail(Code::kTransport, "reading the source's checksums: " + err, true);
+           if (self->s_.verify && self->s_.hashes[0] != 1) {
+             return self->fail(Code::kState,
+                               "verify is on but the source published without checksums (set verify=true there too)",
+                               false);
+           }
+           self->hashes_ready_ = true;
+           self->pump();
+         });
+}
+
+void Job::pump() {
+  if (fail_code_ != Code::kSuccess) {
+    if (inflight_ == 0 && !counter_pending_) finish();
+    return;
+  }
+  if (!hashes_ready_) return;
+  const auto& tensors = s_.local->tensors();
+  while (inflight_ < s_.max_inflight && issued_ < ready_) {
+    size_t ti = s_.local->find(issued_);
+    const Tensor& t = tensors[ti];
+    uint64_t in = issued_ - t.offset;
+    uint64_t len = std::min({s_.chunk_size, t.bytes - in, ready_ - issued_});
+    issue(issued_, len);
+    issued_ += len;
+  }
+  if (issued_ >= ready_ && ready_ < total_ && !counter_pending_) {
+    check_stall();
+    if (fail_code_ != Code::kSuccess) return pump();
+    // Back off so that a waiting reader does not hammer the source over the network.
+    auto self = shared_from_this();
+    counter_pending_ = true;
+    w_.post_after(backoff_us_, [self] {
+      self->counter_pending_ = false;
+      self->poll_counter();
+    });
+    backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
+  }
+}
+
+void Job::issue(uint64_t off, uint64_t len) {
+  const auto& tensors = s_.local->tensors();
+  size_t ti = s_.local->find(off);
+  const Tensor& t = tensors[ti];
+  uint64_t in = off - t.offset;
+  auto self = shared_from_this();
+  inflight_++;
+  stats_.gets++;
+  w_.get(peer_, t.addr + in, len, s_.source.tensors[ti].region.addr + in, *keys_[ti],
+         [self, off, len](bool ok, const std::string& err) { self->on_chunk(off, len, ok, err); });
+}
+
+void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) {
+  inflight_--;
+  if (!ok) {
+    fail(Code::kTransport, err, true);
+    return pump();
+  }
+  stats_.bytes += len;
+  last_progress_ = now_us();
+  completed_[off] = off + len;
+  uint64_t before = prefix_;
+  while (!completed_.empty() && completed_.begin()->first == prefix_) {
+    prefix_ = completed_.begin()->second;
+    completed_.erase(completed_.begin());
+  }
+  if (prefix_ != before && fail_code_ == Code::kSuccess) {
+    if (s_.verify && !verify_upto(prefix_)) return pump();
+    // Data first, then the counter: a reader that sees the counter finds the bytes there.
+    s_.counter->store(prefix_, std::memory_order_release);
+  }
+  if (prefix_ == total_ && fail_code_ == Code::kSuccess) return finish();
+  pump();
+}
+
+bool Job::verify_upto(uint64_t prefix) {
+  uint64_t blocks = s_.local->hash_blocks();
+  while (next_verify_block_ < blocks) {
+    uint64_t end = std::min(total_, (next_verify_block_ + 1) * kHashBlock);
+    if (end > prefix) break;
+    uint64_t want = s_.hashes[1 + next_verify_block_];
+    uint64_t got = s_.local->hash_block(next_verify_block_);
+    if (want != got) {
+      const Tensor& t = s_.local->tensors()[s_.local->find(next_verify_block_ * kHashBlock)];
+      fail(Code::kTransport,
+           "checksum mismatch in integrity block " + std::to_string(next_verify_block_) + " (tensor '" + t.name +
+               "'): the received bytes differ from the publisher's",
+           false);
+      return false;
+    }
+    next_verify_block_++;
+  }
+  return true;
+}
+
+void Job::poll_counter() {
+  if (finished_ || fail_code_ != Code::kSuccess || counter_pending_) return pump();
+  auto self = shared_from_this();
+  counter_pending_ = true;
+  stats_.counter_reads++;
+  w_.get(peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
+         [self](bool ok, const std::string& err) { self->on_counter(ok, err); });
+}
+
+void Job::on_counter(bool ok, const std::string& err) {
+  counter_pending_ = false;
+  if (!ok) {
+    fail(Code::kTransport, "reading the source's progress counter: " + err, true);
+    return pump();
+  }
+  uint64_t seen = std::min(remote_counter_, total_);
+  if (seen > ready_) {
+    ready_ = seen;
+    backoff_us_ = 20;
+    last_progress_ = now_us();
+  }
+  if (!hashes_ready_ && ready_ > 0) return fetch_hashes();
+  pump();
+}
+
+void Job::check_stall() {
+  if (now_us() - last_progress_ > s_.stall_timeout_us) {
+    fail(Code::kTransport,
+         "source made no progress for " + std::to_string(s_.stall_timeout_us / 1000) + " ms (stalled or gone)", true);
+  }
+}
+
+void Job::fail(Code code, const std::string& err, bool source_failed) {
+  if (fail_code_ != Code::kSuccess) return;
+  fail_code_ = code;
+  fail_err_ = err;
+  fail_source_ = source_failed;
+  if (inflight_ == 0 && !counter_pending_) finish();
+}
+
+void Job::finish() {
+  if (finished_) return;
+  finished_ = true;
+  TransferResult r;
+  r.code = fail_code_;
+  r.error = fail_err_;
+  r.source_failed = fail_source_;
+  r.held = prefix_;
+  r.stats = stats_;
+  keys_.clear();
+  counter_key_.reset();
+  hash_key_.reset();
+  peer_.reset();
+  done_.set_value(std::move(r));
+}
+
+}  // namespace
+
+std::future<TransferResult> start_transfer(Worker& worker, TransferSpec spec) {
+  auto job = std::make_shared<Job>(worker, std::move(spec));
+  auto f = job->future();
+  worker.post([job] { job->start(); });
+  return f;
+}
+
+}  // namespace thub::client

@@ -1,0 +1,52 @@
+// The pipelined transfer executor: reads a source replica-shard's stream into ours with
+// chunked one-sided gets, on the progress thread. A partial source (still receiving) is
+// followed through its progress counter: read the counter, fetch the ready prefix, re-read
+// with back-off. Our own counter advances as the contiguous prefix completes, so that we
+// in turn serve others while we receive.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <string>
+
+#include "src/client/descriptor.h"
+#include "src/client/layout.h"
+#include "src/common/status.h"
+
+namespace thub::transport {
+class Worker;
+}
+
+namespace thub::client {
+
+struct TransferSpec {
+  const TensorTable* local = nullptr;
+  Descriptor source;
+  bool source_partial = false;
+  uint64_t start = 0;                       // resume point (bytes of the stream we hold)
+  std::atomic<uint64_t>* counter = nullptr; // our progress counter, advanced as we go
+  uint64_t* hashes = nullptr;               // our integrity region: flag + one hash per block
+  bool verify = false;
+  uint64_t chunk_size = 4u << 20;
+  int max_inflight = 16;
+  int64_t stall_timeout_us = 10'000'000;    // no progress this long: the source failed
+};
+
+struct TransferStats {
+  uint64_t counter_reads = 0;   // remote progress-counter reads (pipeline replication)
+  uint64_t gets = 0;
+  uint64_t bytes = 0;
+};
+
+struct TransferResult {
+  Code code = Code::kSuccess;
+  std::string error;
+  bool source_failed = false;   // the source (not our data) is at fault: ask for another
+  uint64_t held = 0;            // contiguous bytes we now hold
+  TransferStats stats;
+};
+
+std::future<TransferResult> start_transfer(transport::Worker& worker, TransferSpec spec);
+
+}  // namespace thub::client

@@ -1,0 +1,235 @@
+#include "src/registry/protocol.h"
+
+#include <type_traits>
+
+#include "src/common/codec.h"
+
+namespace thub::registry {
+
+using namespace thub::sched;
+
+std::string encode_frame(MsgType type, uint64_t req, std::string_view payload) {
+  if (payload.size() > kMaxPayload) throw CodecError("payload exceeds the frame limit");
+  Writer w;
+  w.u32(kMagic).u16(kProtocolVersion).u16(static_cast<uint16_t>(type)).u64(req);
+  w.u32(static_cast<uint32_t>(payload.size()));
+  w.raw(payload.data(), payload.size());
+  return w.take();
+}
+
+FrameHeader decode_header(std::string_view bytes) {
+  Reader r(bytes);
+  if (r.u32() != kMagic) throw CodecError("bad magic: not a TensorHub registry frame");
+  FrameHeader h;
+  h.version = r.u16();
+  if (h.version != kProtocolVersion) {
+    throw CodecError("unsupported protocol version " + std::to_string(h.version) + " (this registry speaks " +
+                     std::to_string(kProtocolVersion) + ")");
+  }
+  h.type = static_cast<MsgType>(r.u16());
+  h.req = r.u64();
+  h.length = r.u32();
+  if (h.length > kMaxPayload) throw CodecError("frame payload of " + std::to_string(h.length) + " bytes is too long");
+  return h;
+}
+
+std::string encode_hello(const Hello& h) {
+  Writer w;
+  w.str(h.token).str(h.datacenter);
+  return w.take();
+}
+
+Hello decode_hello(std::string_view payload) {
+  Reader r(payload, 4096);
+  Hello h;
+  h.token = r.str();
+  h.datacenter = r.str();
+  r.expect_end();
+  return h;
+}
+
+MsgType type_of(const Event& ev) {
+  return std::visit(
+      [](const auto& e) -> MsgType {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, Heartbeat>) return MsgType::kHeartbeat;
+        else if constexpr (std::is_same_v<T, Open>) return MsgType::kOpen;
+        else if constexpr (std::is_same_v<T, sched::Close>) return MsgType::kClose;
+        else if constexpr (std::is_same_v<T, Publish>) return MsgType::kPublish;
+        else if constexpr (std::is_same_v<T, Replicate>) return MsgType::kReplicate;
+        else if constexpr (std::is_same_v<T, TransferDone>) return MsgType::kTransferDone;
+        else if constexpr (std::is_same_v<T, SourceFailed>) return MsgType::kSourceFailed;
+        else if constexpr (std::is_same_v<T, Unpublish>) return MsgType::kUnpublish;
+        else if constexpr (std::is_same_v<T, OffloadDone>) return MsgType::kOffloadDone;
+        else throw CodecError("this event is not a client request");
+      },
+      ev);
+}
+
+std::string encode_event(const Event& ev) {
+  Writer w;
+  std::visit(
+      [&](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, Heartbeat>) {
+        } else if constexpr (std::is_same_v<T, Open>) {
+          w.str(e.model).str(e.replica).u32(static_cast<uint32_t>(e.shard));
+          w.u32(static_cast<uint32_t>(e.num_shards)).u32(static_cast<uint32_t>(e.retain)).boolean(e.spot);
+        } else if constexpr (std::is_same_v<T, sched::Close> || std::is_same_v<T, Unpublish>) {
+          w.u64(e.member);
+        } else if constexpr (std::is_same_v<T, Publish>) {
+          w.u64(e.member).i64(e.version).u64(e.layout_hash).str(e.descriptor);
+        } else if constexpr (std::is_same_v<T, Replicate>) {
+          w.u64(e.member).i64(e.spec).i64(e.newer_than).u64(e.layout_hash).str(e.descriptor);
+        } else if constexpr (std::is_same_v<T, TransferDone>) {
+          w.u64(e.member).u64(e.lease);
+        } else if constexpr (std::is_same_v<T, SourceFailed>) {
+          w.u64(e.member).u64(e.lease).u64(e.chunks_done);
+        } else if constexpr (std::is_same_v<T, OffloadDone>) {
+          w.u64(e.member).i64(e.version).str(e.descriptor);
+        } else {
+          throw CodecError("this event is not a client request");
+        }
+      },
+      ev);
+  return w.take();
+}
+
+namespace {
+int32_t checked_int(uint32_t v, const char* what, int32_t lo, int32_t hi) {
+  auto x = static_cast<int32_t>(v);
+  if (x < lo || x > hi) throw CodecError(std::string(what) + " out of range: " + std::to_string(x));
+  return x;
+}
+}  // namespace
+
+Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view payload) {
+  Reader r(payload);
+  Event ev;
+  switch (type) {
+    case MsgType::kHeartbeat:
+      ev = Heartbeat{client};
+      break;
+    case MsgType::kOpen: {
+      Open e{client, req, {}, {}, 0, 1, 0, false};
+      e.model = r.str();
+      e.replica = r.str();
+      e.shard = checked_int(r.u32(), "shard", 0, 1 << 20);
+      e.num_shards = checked_int(r.u32(), "num_shards", 0, 1 << 20);
+      e.retain = checked_int(r.u32(), "retain", 0, 1 << 20);
+      e.spot = r.boolean();
+      ev = std::move(e);
+      break;
+    }
+    case MsgType::kClose:
+      ev = sched::Close{client, req, r.u64()};
+      break;
+    case MsgType::kUnpublish:
+      ev = Unpublish{client, req, r.u64()};
+      break;
+    case MsgType::kPublish: {
+      Publish e{client, req, 0, 0, 0, {}};
+      e.member = r.u64();
+      e.version = r.i64();
+      e.layout_hash = r.u64();
+      e.descriptor = r.str();
+      ev = std::move(e);
+      break;
+    }
+    case MsgType::kReplicate: {
+      Replicate e{client, req, 0, 0, -1, 0, {}};
+      e.member = r.u64();
+      e.spec = r.i64();
+      e.newer_than = r.i64();
+      e.layout_hash = r.u64();
+      e.descriptor = r.str();
+      ev = std::move(e);
+      break;
+    }
+    case MsgType::kTransferDone: {
+      TransferDone e{client, req, 0, 0};
+      e.member = r.u64();
+      e.lease = r.u64();
+      ev = e;
+      break;
+    }
+    case MsgType::kSourceFailed: {
+      SourceFailed e{client, req, 0, 0, 0};
+      e.member = r.u64();
+      e.lease = r.u64();
+      e.chunks_done = r.u64();
+      ev = e;
+      break;
+    }
+    case MsgType::kOffloadDone: {
+      OffloadDone e{client, req, 0, 0, {}};
+      e.member = r.u64();
+      e.version = r.i64();
+      e.descriptor = r.str();
+      ev = std::move(e);
+      break;
+    }
+    default:
+      throw CodecError(std::string("unexpected message type ") + std::to_string(static_cast<int>(type)));
+  }
+  r.expect_end();
+  return ev;
+}
+
+std::string encode_reply(const Reply& x) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(static_cast<int32_t>(x.status))).str(x.detail).u64(x.member);
+  w.i64(x.version).u64(x.lease).u64(x.source).str(x.source_descriptor).boolean(x.source_partial);
+  return w.take();
+}
+
+Reply decode_reply(std::string_view payload) {
+  Reader r(payload);
+  Reply x{};
+  x.status = static_cast<sched::Status>(static_cast<int32_t>(r.u32()));
+  x.detail = r.str();
+  x.member = r.u64();
+  x.version = r.i64();
+  x.lease = r.u64();
+  x.source = r.u64();
+  x.source_descriptor = r.str();
+  x.source_partial = r.boolean();
+  r.expect_end();
+  return x;
+}
+
+std::string encode_offload(const Offload& o) {
+  Writer w;
+  w.u64(o.member).i64(o.version);
+  return w.take();
+}
+
+Offload decode_offload(std::string_view payload) {
+  Reader r(payload);
+  Offload o{};
+  o.member = r.u64();
+  o.version = r.i64();
+  r.expect_end();
+  return o;
+}
+
+const char* type_name(MsgType t) {
+  switch (t) {
+    case MsgType::kHello: return "HELLO";
+    case MsgType::kHeartbeat: return "HEARTBEAT";
+    case MsgType::kOpen: return "OPEN";
+    case MsgType::kClose: return "CLOSE";
+    case MsgType::kPublish: return "PUBLISH";
+    case MsgType::kReplicate: return "REPLICATE";
+    case MsgType::kTransferDone: return "TRANSFER_DONE";
+    case MsgType::kSourceFailed: return "SOURCE_FAILED";
+    case MsgType::kUnpublish: return "UNPUBLISH";
+    case MsgType::kOffloadDone: return "OFFLOAD_DONE";
+    case MsgType::kDescribe: return "DESCRIBE";
+    case MsgType::kReply: return "REPLY";
+    case MsgType::kOffload: return "OFFLOAD";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace thub::registry

@@ -1,0 +1,73 @@
+// The control-plane wire format (docs/protocol.md): length-prefixed, versioned frames over
+// TCP. Every frame is a 20-byte header followed by a payload encoded with src/common/codec.
+//
+//   u32 magic 'THUB' | u16 protocol version | u16 message type | u64 request id | u32 length
+//
+// Requests map one-to-one onto sched/ events; the registry answers with Reply frames
+// (echoing the request id, possibly much later: drains and busy sources defer replies).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sched/types.h"
+
+namespace thub::registry {
+
+constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
+constexpr uint16_t kProtocolVersion = 1;
+constexpr size_t kHeaderBytes = 20;
+constexpr uint32_t kMaxPayload = 64u << 20;
+
+enum class MsgType : uint16_t {
+  kHello = 1,         // token, datacenter
+  kHeartbeat = 2,     // (empty; no reply)
+  kOpen = 3,
+  kClose = 4,
+  kPublish = 5,
+  kReplicate = 6,
+  kTransferDone = 7,
+  kSourceFailed = 8,
+  kUnpublish = 9,
+  kOffloadDone = 10,
+  kDescribe = 11,     // reply detail: the registry's state as text
+  kReply = 100,
+  kOffload = 101,     // registry -> client: retention offload order
+};
+
+struct FrameHeader {
+  uint16_t version = kProtocolVersion;
+  MsgType type = MsgType::kReply;
+  uint64_t req = 0;
+  uint32_t length = 0;
+};
+
+std::string encode_frame(MsgType type, uint64_t req, std::string_view payload);
+// Decodes a header from exactly kHeaderBytes; throws CodecError on a bad magic, an unknown
+// protocol version or a payload longer than kMaxPayload.
+FrameHeader decode_header(std::string_view bytes);
+
+struct Hello {
+  std::string token;
+  std::string datacenter;
+};
+std::string encode_hello(const Hello& h);
+Hello decode_hello(std::string_view payload);
+
+// Client side: the payload of each request (the client id and request id come from the
+// connection and the frame header).
+std::string encode_event(const sched::Event& ev);
+// Registry side: the event for a request frame from `client`. Throws CodecError.
+sched::Event decode_event(MsgType type, uint64_t req, sched::ClientId client, std::string_view payload);
+
+std::string encode_reply(const sched::Reply& r);
+sched::Reply decode_reply(std::string_view payload);
+std::string encode_offload(const sched::Offload& o);
+sched::Offload decode_offload(std::string_view payload);
+
+MsgType type_of(const sched::Event& ev);
+const char* type_name(MsgType t);
+
+}  // namespace thub::registry

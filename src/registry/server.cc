@@ -1,0 +1,254 @@
+#include "src/registry/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "sched/registry.h"
+#include "src/common/codec.h"
+#include "src/common/status.h"
+#include "src/registry/protocol.h"
+#include "src/registry/socket.h"
+
+namespace thub::registry {
+
+namespace {
+struct Conn {
+  Fd fd;
+  std::string in;
+  std::string out;
+  bool hello = false;
+  bool closing = false;  // flush `out`, then close
+};
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions opts;
+  sched::Registry reg;
+  Fd listener;
+  std::string address;
+  int wake[2] = {-1, -1};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  std::map<sched::ClientId, Conn> conns;
+  sched::ClientId next_client = 1;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  explicit Impl(const ServerOptions& o) : opts(o), reg(o.sched) {}
+  sched::Time now() const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  }
+  void serve();
+  void accept_one();
+  void on_readable(sched::ClientId id, Conn& c);
+  void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
+  void apply(const sched::Event& ev);
+  void send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload);
+  void reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why);
+  void drop(sched::ClientId id);
+  void log(const std::string& s) const {
+    if (opts.verbose) std::fprintf(stderr, "tensorhub-registry: %s\n", s.c_str());
+  }
+};
+
+Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) {
+  HostPort hp = parse_host_port(opts.listen);
+  uint16_t port = 0;
+  impl_->listener = listen_tcp(hp, &port);
+  fcntl(impl_->listener.get(), F_SETFL, fcntl(impl_->listener.get(), F_GETFL) | O_NONBLOCK);
+  impl_->address = advertised_host(hp.host) + ":" + std::to_string(port);
+  if (pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(Code::kNoMemory, "pipe2 failed");
+}
+
+Server::~Server() {
+  stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  ::close(impl_->wake[0]);
+  ::close(impl_->wake[1]);
+}
+
+void Server::start() {
+  impl_->thread = std::thread([this] { impl_->serve(); });
+}
+void Server::run() { impl_->serve(); }
+void Server::stop() {
+  impl_->stop = true;
+  char c = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->wake[1], &c, 1);
+}
+std::string Server::address() const { return impl_->address; }
+
+void Server::Impl::serve() {
+  auto last_tick = now();
+  std::vector<pollfd> fds;
+  std::vector<sched::ClientId> ids;
+  while (!stop) {
+    fds.clear();
+    ids.clear();
+    fds.push_back({listener.get(), POLLIN, 0});
+    fds.push_back({wake[0], POLLIN, 0});
+    for (auto& [id, c] : conns) {
+      short ev = c.closing ? 0 : POLLIN;
+      if (!c.out.empty()) ev |= POLLOUT;
+      fds.push_back({c.fd.get(), ev, 0});
+      ids.push_back(id);
+    }
+    int n = ::poll(fds.data(), fds.size(), opts.tick_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) accept_one();
+    if (fds[1].revents & POLLIN) {
+      char buf[64];
+      while (::read(wake[0], buf, sizeof buf) > 0) {
+      }
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = conns.find(ids[i]);
+      if (it == conns.end()) continue;
+      Conn& c = it->second;
+      short re = fds[i + 2].revents;
+      if ((re & POLLOUT) && !c.out.empty()) {
+        ssize_t k = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) c.out.erase(0, static_cast<size_t>(k));
+        else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+          drop(ids[i]);
+          continue;
+        }
+      }
+      if (c.closing && c.out.empty()) {
+        drop(ids[i]);
+        continue;
+      }
+      if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(ids[i], c);
+    }
+    if (now() - last_tick >= static_cast<sched::Time>(opts.tick_ms) * 1000) {
+      last_tick = now();
+      apply(sched::Tick{});
+    }
+  }
+  conns.clear();
+}
+
+void Server::Impl::accept_one() {
+  for (;;) {
+    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    sched::ClientId id = next_client++;
+    conns[id].fd = Fd(fd);
+    log("client " + std::to_string(id) + " connected");
+  }
+}
+
+void Server::Impl::on_readable(sched::ClientId id, Conn& c) {
+  char buf[65536];
+  for (;;) {
+    ssize_t k = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) {
+      c.in.append(buf, static_cast<size_t>(k));
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    // EOF or error: the client is gone.
+    log("client " + std::to_string(id) + " disconnected");
+    drop(id);
+    return;
+  }
+  while (conns.count(id) && !c.closing && c.in.size() >= kHeaderBytes) {
+    FrameHeader h;
+    try {
+      h = decode_header(std::string_view(c.in.data(), kHeaderBytes));
+    } catch (const CodecError& e) {
+      reject(id, c, 0, sched::Status::kArg, std::string("malformed frame: ") + e.what());
+      return;
+    }
+    if (c.in.size() < kHeaderBytes + h.length) break;
+    std::string payload = c.in.substr(kHeaderBytes, h.length);
+    c.in.erase(0, kHeaderBytes + h.length);
+    handle_frame(id, c, h, payload);
+  }
+}
+
+void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
+  try {
+    if (h.type == MsgType::kHello) {
+      if (c.hello) return reject(id, c, h.req, sched::Status::kState, "HELLO sent twice");
+      Hello hello = decode_hello(payload);
+      if (!opts.auth_token.empty() && hello.token != opts.auth_token) {
+        return reject(id, c, h.req, sched::Status::kAuth, "the registry refused the auth token");
+      }
+      c.hello = true;
+      apply(sched::Connect{id, hello.datacenter.empty() ? "default" : hello.datacenter});
+      sched::Reply r{};
+      r.client = id;
+      r.req = h.req;
+      send(id, MsgType::kReply, h.req, encode_reply(r));
+      return;
+    }
+    if (!c.hello) return reject(id, c, h.req, sched::Status::kState, "the first message must be HELLO");
+    if (h.type == MsgType::kDescribe) {
+      sched::Reply r{};
+      r.client = id;
+      r.req = h.req;
+      r.detail = reg.describe();
+      send(id, MsgType::kReply, h.req, encode_reply(r));
+      return;
+    }
+    apply(decode_event(h.type, h.req, id, payload));
+  } catch (const CodecError& e) {
+    reject(id, c, h.req, sched::Status::kArg,
+           std::string("malformed ") + type_name(h.type) + " message: " + e.what());
+  }
+}
+
+void Server::Impl::apply(const sched::Event& ev) {
+  std::vector<sched::Action> actions = reg.step(ev, now());
+  for (auto& a : actions) {
+    if (auto* r = std::get_if<sched::Reply>(&a)) {
+      send(r->client, MsgType::kReply, r->req, encode_reply(*r));
+    } else if (auto* o = std::get_if<sched::Offload>(&a)) {
+      send(o->client, MsgType::kOffload, 0, encode_offload(*o));
+    } else if (auto* d = std::get_if<sched::Drop>(&a)) {
+      auto it = conns.find(d->client);
+      if (it != conns.end()) {
+        log("client " + std::to_string(d->client) + " missed its heartbeat deadline; dropped");
+        it->second.closing = true;
+      }
+    }
+  }
+}
+
+void Server::Impl::send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  it->second.out += encode_frame(t, req, payload);
+}
+
+void Server::Impl::reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why) {
+  log("client " + std::to_string(id) + ": " + why);
+  sched::Reply r{};
+  r.client = id;
+  r.req = req;
+  r.status = st;
+  r.detail = why;
+  c.out += encode_frame(MsgType::kReply, req, encode_reply(r));
+  c.closing = true;
+  c.in.clear();
+}
+
+void Server::Impl::drop(sched::ClientId id) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  bool hello = it->second.hello;
+  conns.erase(it);
+  if (hello) apply(sched::Disconnect{id});
+}
+
+}  // namespace thub::registry

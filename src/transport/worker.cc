@@ -1,0 +1,434 @@
+#include "src/transport/worker.h"
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace thub::transport {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
+
+// How long the progress thread keeps spinning after the last event before it sleeps.
+constexpr auto kSpinWindow = std::chrono::microseconds(2000);
+constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+}  // namespace
+
+// An endpoint to one remote worker. Owned by the cache and by the operations that use it.
+class Peer {
+ public:
+  ucp_ep_h ep = nullptr;
+  std::string address;
+  bool failed = false;
+  std::string error;
+};
+
+struct Worker::Impl {
+  WorkerOptions opts;
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::string address;
+  std::thread thread;
+  std::thread::id thread_id;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  std::multimap<Clock::time_point, std::function<void()>> timers;  // progress thread only
+  std::multimap<Clock::time_point, std::function<void()>> pending_timers;  // under mu
+  bool stop = false;
+
+  std::map<std::string, std::shared_ptr<Peer>> peers;  // progress thread only
+  std::vector<void*> closing;                          // ep close requests in flight
+  size_t outstanding = 0;                               // gets in flight
+
+  void init();
+  void loop();
+  void shutdown();
+  void fail_peer(Peer* p, ucs_status_t st);
+};
+
+namespace {
+struct GetOp {
+  Worker::Impl* impl;
+  std::shared_ptr<Peer> peer;
+  GetCallback cb;
+};
+
+void get_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<GetOp*>(user_data);
+  op->impl->outstanding--;
+  if (status == UCS_OK) {
+    op->cb(true, {});
+  } else {
+    std::string err = "get from peer failed: " + status_text(status);
+    if (op->peer->failed && !op->peer->error.empty()) err += " (" + op->peer->error + ")";
+    op->cb(false, err);
+  }
+  delete op;
+  ucp_request_free(request);
+}
+
+void ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* peer = static_cast<Peer*>(arg);
+  peer->failed = true;
+  peer->error = "endpoint error: " + status_text(status);
+}
+}  // namespace
+
+void Worker::Impl::init() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_config_read: " + status_text(st));
+  if (!opts.net_devices.empty() && !std::getenv("UCX_NET_DEVICES")) {
+    ucp_config_modify(config, "NET_DEVICES", opts.net_devices.c_str());
+  }
+  if (!opts.tls.empty() && !std::getenv("UCX_TLS")) {
+    st = ucp_config_modify(config, "TLS", opts.tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      throw Error(Code::kTransport, "UCX_TLS=" + opts.tls + ": " + status_text(st));
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_RMA;
+  st = ucp_init(&params, config, &ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_init: " + status_text(st));
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  st = ucp_worker_create(ctx, &wp, &worker);
+  if (st != UCS_OK) {
+    ucp_cleanup(ctx);
+    ctx = nullptr;
+    throw Error(Code::kTransport, "ucp_worker_create: " + status_text(st));
+  }
+  ucp_address_t* a = nullptr;
+  size_t alen = 0;
+  st = ucp_worker_get_address(worker, &a, &alen);
+  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_worker_get_address: " + status_text(st));
+  address.assign(reinterpret_cast<const char*>(a), alen);
+  ucp_worker_release_address(worker, a);
+}
+
+void Worker::Impl::loop() {
+  auto last_active = Clock::now();
+  for (;;) {
+    std::deque<std::function<void()>> work;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      if (stop) break;
+      work.swap(queue);
+      timers.merge(pending_timers);
+    }
+    bool active = !work.empty();
+    for (auto& fn : work) fn();
+    auto now = Clock::now();
+    while (!timers.empty() && timers.begin()->first <= now) {
+      auto fn = std::move(timers.begin()->second);
+      timers.erase(timers.begin());
+      fn();
+      active = true;
+    }
+    unsigned n = 0;
+    for (int i = 0; i < 64; ++i) {
+      unsigned k = ucp_worker_progress(worker);
+      n += k;
+      if (k == 0) break;
+    }
+    for (size_t i = 0; i < closing.size();) {
+      if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
+        ucp_request_free(closing[i]);
+        closing[i] = closing.back();
+        closing.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    now = Clock::now();
+    if (n > 0 || active || outstanding > 0) last_active = now;
+    if (now - last_active > kSpinWindow) {
+      std::unique_lock<std::mutex> lk(mu);
+      auto until = now + kMaxSleep;
+      if (!timers.empty() && timers.begin()->first < until) until = timers.begin()->first;
+      if (!pending_timers.empty() && pending_timers.begin()->first < until) {
+        until = pending_timers.begin()->first;
+      }
+      cv.wait_until(lk, until, [&] { return stop || !queue.empty(); });
+    }
+  }
+}
+
+void Worker::Impl::shutdown() {
+  // Drop timers (they may hold references to peers), then close every endpoint.
+  timers.clear();
+  pending_timers.clear();
+  for (auto& [addr, p] : peers) {
+    if (!p->ep) continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = ucp_ep_close_nbx(p->ep, &prm);
+    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+    p->ep = nullptr;
+  }
+  peers.clear();
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!closing.empty() && Clock::now() < deadline) {
+    ucp_worker_progress(worker);
+    for (size_t i = 0; i < closing.size();) {
+      if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
+        ucp_request_free(closing[i]);
+        closing[i] = closing.back();
+        closing.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  ucp_worker_destroy(worker);
+  worker = nullptr;
+  ucp_cleanup(ctx);
+  ctx = nullptr;
+}
+
+void Worker::Impl::fail_peer(Peer* p, ucs_status_t st) {
+  p->failed = true;
+  if (p->error.empty()) p->error = status_text(st);
+}
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Worker> Worker::create(const WorkerOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  Impl* ip = impl.get();
+  impl->thread = std::thread([ip, &ready] {
+    try {
+      ip->init();
+    } catch (...) {
+      ready.set_exception(std::current_exception());
+      return;
+    }
+    ip->thread_id = std::this_thread::get_id();
+    ready.set_value();
+    ip->loop();
+    ip->shutdown();
+  });
+  try {
+    started.get();
+  } catch (...) {
+    impl->thread.join();
+    throw;
+  }
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+const std::string& Worker::address() const { return impl_->address; }
+
+bool Worker::on_progress_thread() const { return std::this_thread::get_id() == impl_->thread_id; }
+
+void Worker::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->queue.push_back(std::move(fn));
+  }
+  impl_->cv.notify_one();
+}
+
+void Worker::post_after(int64_t usec, std::function<void()> fn) {
+  auto when = Clock::now() + std::chrono::microseconds(usec);
+  if (on_progress_thread()) {
+    impl_->timers.emplace(when, std::move(fn));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->pending_timers.emplace(when, std::move(fn));
+  }
+  impl_->cv.notify_one();
+}
+
+void Worker::call(const std::function<void()>& fn) {
+  if (on_progress_thread()) {
+    fn();
+    return;
+  }
+  std::promise<void> done;
+  auto f = done.get_future();
+  post([&] {
+    try {
+      fn();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  f.get();
+}
+
+std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
+  std::unique_ptr<MemoryRegion> out;
+  call([&] {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = addr;
+    mp.length = len;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t st = ucp_mem_map(impl_->ctx, &mp, &memh);
+    if (st != UCS_OK) {
+      throw Error(Code::kNoMemory, "ucp_mem_map of " + std::to_string(len) + " bytes: " + status_text(st));
+    }
+    void* rb = nullptr;
+    size_t rlen = 0;
+    st = ucp_rkey_pack(impl_->ctx, memh, &rb, &rlen);
+    if (st != UCS_OK) {
+      ucp_mem_unmap(impl_->ctx, memh);
+      throw Error(Code::kNoMemory, "ucp_rkey_pack: " + status_text(st));
+    }
+    std::string rkey(static_cast<const char*>(rb), rlen);
+    ucp_rkey_buffer_release(rb);
+    out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(addr), len));
+  });
+  return out;
+}
+
+void Worker::unmap(void* memh) {
+  call([&] { ucp_mem_unmap(impl_->ctx, static_cast<ucp_mem_h>(memh)); });
+}
+
+MemoryRegion::~MemoryRegion() { worker_->unmap(memh_); }
+
+std::shared_ptr<Peer> Worker::peer(const std::string& address) {
+  auto it = impl_->peers.find(address);
+  if (it != impl_->peers.end()) {
+    if (!it->second->failed) return it->second;
+    // A failed endpoint is closed and forgotten; its operations already completed with errors.
+    std::shared_ptr<Peer> old = it->second;
+    impl_->peers.erase(it);
+    if (old->ep) {
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void* r = ucp_ep_close_nbx(old->ep, &prm);
+      if (UCS_PTR_IS_PTR(r)) impl_->closing.push_back(r);
+      old->ep = nullptr;
+    }
+  }
+  auto p = std::make_shared<Peer>();
+  p->address = address;
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  if (impl_->opts.peer_error_handling) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = ep_error;
+    ep.err_handler.arg = p.get();
+  }
+  ucs_status_t st = ucp_ep_create(impl_->worker, &ep, &p->ep);
+  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_create: " + status_text(st));
+  impl_->peers[address] = p;
+  return p;
+}
+
+void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
+                 const RemoteKey& key, GetCallback cb) {
+  if (peer->failed || !peer->ep) {
+    cb(false, "peer failed: " + peer->error);
+    return;
+  }
+  auto* op = new GetOp{impl_.get(), peer, std::move(cb)};
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  prm.cb.send = get_done;
+  prm.user_data = op;
+  impl_->outstanding++;
+  ucs_status_ptr_t r = ucp_get_nbx(peer->ep, local, len, remote, static_cast<ucp_rkey_h>(key.handle()), &prm);
+  if (UCS_PTR_IS_ERR(r)) {
+    impl_->outstanding--;
+    ucs_status_t st = UCS_PTR_STATUS(r);
+    impl_->fail_peer(peer.get(), st);
+    GetCallback c = std::move(op->cb);
+    delete op;
+    c(false, "ucp_get_nbx: " + status_text(st));
+  } else if (r == nullptr) {  // not expected with NO_IMM_CMPL, but complete it anyway
+    impl_->outstanding--;
+    GetCallback c = std::move(op->cb);
+    delete op;
+    c(true, {});
+  }
+}
+
+RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {
+  if (!peer->ep) throw Error(Code::kTransport, "rkey unpack on a closed endpoint");
+  ucp_rkey_h r = nullptr;
+  ucs_status_t st = ucp_ep_rkey_unpack(peer->ep, packed.data(), &r);
+  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_rkey_unpack: " + status_text(st));
+  rkey_ = r;
+}
+
+RemoteKey::~RemoteKey() {
+  if (rkey_) ucp_rkey_destroy(static_cast<ucp_rkey_h>(rkey_));
+}
+
+std::string Worker::describe() const {
+  std::string out;
+  const_cast<Worker*>(this)->call([&] {
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (!f) return;
+    ucp_context_print_info(impl_->ctx, f);
+    ucp_worker_print_info(impl_->worker, f);
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(impl_->ctx, &attr) == UCS_OK) {
+      std::fprintf(f, "# memory types:");
+      for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
+        if (attr.memory_types & (1ull << t)) std::fprintf(f, " %s", ucs_memory_type_names[t]);
+      }
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+    out.assign(buf, len);
+    std::free(buf);
+  });
+  return out;
+}
+
+std::string ucx_version() {
+  unsigned maj = 0, min = 0, rel = 0;
+  ucp_get_version(&maj, &min, &rel);
+  return std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel);
+}
+
+}  // namespace thub::transport

@@ -1,0 +1,104 @@
+// The data plane of one THUB_Context: one UCP context and one worker, owned by a progress
+// thread that is the only thread calling UCX. Other threads hand it work with call()/post().
+// No UCX type appears in this header, so layers above need no UCX headers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace thub::transport {
+
+struct WorkerOptions {
+  std::string net_devices;  // UCX_NET_DEVICES unless the environment sets it ("" = UCX chooses)
+  std::string tls;          // UCX_TLS unless the environment sets it ("" = UCX chooses)
+  bool peer_error_handling = true;  // UCP_ERR_HANDLING_MODE_PEER on endpoints
+};
+
+class MemoryRegion;
+class Peer;
+class RemoteKey;
+
+// Completion of a get: ok, or the failure text (peer, status).
+using GetCallback = std::function<void(bool ok, const std::string& err)>;
+
+class Worker {
+ public:
+  static std::unique_ptr<Worker> create(const WorkerOptions& opts);  // throws Error
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The packed UCP worker address that peers connect to.
+  [[nodiscard]] const std::string& address() const;
+
+  // Run `fn` on the progress thread and wait for it; exceptions propagate to the caller.
+  void call(const std::function<void()>& fn);
+  // Run `fn` on the progress thread soon / after `usec` microseconds; do not wait.
+  void post(std::function<void()> fn);
+  void post_after(int64_t usec, std::function<void()> fn);
+  [[nodiscard]] bool on_progress_thread() const;
+
+  // Register host memory for remote reads (any thread). Throws Error(kNoMemory).
+  std::unique_ptr<MemoryRegion> map(void* addr, size_t len);
+
+  // ---- progress thread only ----
+  // The endpoint to the worker at `address` (created on first use, cached; a failed peer
+  // is dropped from the cache so that a later call starts afresh).
+  std::shared_ptr<Peer> peer(const std::string& address);
+  // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread.
+  void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
+           const RemoteKey& key, GetCallback cb);
+
+  // Text for tensorhub-info: UCX version, transports/devices in use, memory types.
+  [[nodiscard]] std::string describe() const;
+
+  struct Impl;
+
+ private:
+  friend class MemoryRegion;
+  void unmap(void* memh);
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A registered buffer: a UCP memory handle and its packed remote key. Unmapped on destruction.
+class MemoryRegion {
+ public:
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+  [[nodiscard]] const std::string& packed_rkey() const { return rkey_; }
+  [[nodiscard]] uint64_t address() const { return addr_; }
+  [[nodiscard]] size_t length() const { return len_; }
+
+ private:
+  friend class Worker;
+  MemoryRegion(Worker* w, void* memh, std::string rkey, uint64_t addr, size_t len)
+      : worker_(w), memh_(memh), rkey_(std::move(rkey)), addr_(addr), len_(len) {}
+  Worker* worker_;
+  void* memh_;
+  std::string rkey_;
+  uint64_t addr_;
+  size_t len_;
+};
+
+// A peer's packed rkey unpacked on one endpoint (progress thread only).
+class RemoteKey {
+ public:
+  RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed);  // throws Error
+  ~RemoteKey();
+  RemoteKey(const RemoteKey&) = delete;
+  RemoteKey& operator=(const RemoteKey&) = delete;
+  [[nodiscard]] void* handle() const { return rkey_; }
+
+ private:
+  std::shared_ptr<Peer> peer_;
+  void* rkey_ = nullptr;
+};
+
+// Library version of the UCX in use, e.g. "1.13.1".
+std::string ucx_version();
+
+}  // namespace thub::transport

@@ -6,7 +6,7 @@
 #   netlab.sh down  --prefix P
 #   netlab.sh run   --hosts H --rate R [--timeout S] [up options] -- CMD...   (CMD once, root ns)
 #   netlab.sh each  --hosts H --rate R [--timeout S] [up options] -- CMD...   (CMD in every host)
-#   netlab.sh exec  [--prefix P] [--timeout S] I -- CMD...                      (CMD in host I)
+#   netlab.sh exec  [--prefix P] [--timeout S] I [--timeout S] -- CMD...        (CMD in host I)
 #   netlab.sh list
 #
 # See docs/netlab.md. Exits 77 when not root or when ip/tc/timeout are missing.
@@ -336,8 +336,9 @@ cmd_exec() {
   check_prefix; require_root
   [[ ${#ARGS[@]} -ge 1 && ${ARGS[0]} =~ ^[0-9]+$ ]] || die "exec: usage: exec [--prefix P] I -- CMD..."
   local i=${ARGS[0]}
-  ARGS=("${ARGS[@]:1}")
-  [[ ${ARGS[0]:-} == -- ]] && ARGS=("${ARGS[@]:1}")
+  local rest=("${ARGS[@]:1}")
+  ARGS=()
+  parse_opts "${rest[@]}"   # options may also follow I (exec 1 --timeout 30 -- CMD)
   [[ ${#ARGS[@]} -gt 0 ]] || die "exec: no command given"
   load_env
   ((i < HOSTS)) || die "exec: host $i does not exist (lab has $HOSTS)"

@@ -1,0 +1,256 @@
+/* thub_bcast_baseline: the Open MPI MPI_Bcast baseline for weight broadcast.
+ *
+ * Rank 0 broadcasts S bytes to all ranks with MPI_Bcast, --warmup + --iters times. Each
+ * timed iteration is: barrier, MPI_Bcast, then the max over ranks of the local elapsed
+ * time (the broadcast is done when the last rank has the data). Reports every iteration,
+ * the median, and a JSON line. The payload depends on the iteration and receivers poison
+ * their buffer with a rank-dependent byte first, so stale or partial data cannot pass the
+ * check (done outside the timed region).
+ *
+ * When NETLAB_RATE_BPS is set (netlab.sh exports it: the per-host link rate in bit/s), the
+ * ideal time bytes*8/rate is reported too: a pipelined broadcast can at best feed every
+ * receiver at its link rate.
+ */
+#include <mpi.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_ITERS = 1000 };
+static const size_t BCAST_CHUNK = (size_t)1 << 30; /* MPI counts are int: split above 1 GiB */
+
+typedef struct {
+  size_t bytes;
+  int iters;
+  int warmup;
+  int check;
+} options_t;
+
+static void usage(const char *prog) {
+  fprintf(stderr,
+          "usage: %s [--bytes S] [--iters N] [--warmup W] [--no-check]\n"
+          "  --bytes S   payload, with optional suffix K/M/G (KiB, MiB, GiB); default 256M\n"
+          "  --iters N   timed iterations (default 5, max %d)\n"
+          "  --warmup W  untimed iterations first (default 1)\n"
+          "  --no-check  skip the data check\n",
+          prog, MAX_ITERS);
+}
+
+/* "256M", "32MiB", "1048576" -> bytes; 0 on error. */
+static size_t parse_size(const char *s) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s) return 0;
+  size_t mult = 1;
+  switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': mult = (size_t)1 << 10; end++; break;
+    case 'm': case 'M': mult = (size_t)1 << 20; end++; break;
+    case 'g': case 'G': mult = (size_t)1 << 30; end++; break;
+    default: return 0;
+  }
+  if (*end == 'i' && end[1] == 'B') end += 2;
+  else if (*end == 'B') end++;
+  if (*end != '\0') return 0;
+  return (size_t)v * mult;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* 0 on success, 1 on a usage error (message already printed). */
+static int parse_options(int argc, char **argv, options_t *opt) {
+  opt->bytes = (size_t)256 << 20;
+  opt->iters = 5;
+  opt->warmup = 1;
+  opt->check = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+    if (strcmp(a, "--bytes") == 0 && v) {
+      opt->bytes = parse_size(v);
+      if (opt->bytes == 0) { fprintf(stderr, "bad --bytes '%s'\n", v); return 1; }
+      i++;
+    } else if (strcmp(a, "--iters") == 0 && v) {
+      if (parse_int(v, 1, MAX_ITERS, &opt->iters)) { fprintf(stderr, "bad --iters '%s'\n", v); return 1; }
+      i++;
+    } else if (strcmp(a, "--warmup") == 0 && v) {
+      if (parse_int(v, 0, MAX_ITERS, &opt->warmup)) { fprintf(stderr, "bad --warmup '%s'\n", v); return 1; }
+      i++;
+    } else if (strcmp(a, "--no-check") == 0) {
+      opt->check = 0;
+    } else {
+      usage(argv[0]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The payload of iteration `iter`: a cheap 64-bit mix of (iter, word index). */
+static uint64_t pattern_word(int iter, size_t i) {
+  uint64_t x = ((uint64_t)iter + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)i;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 29);
+}
+
+static uint8_t pattern_tail(int iter, size_t j) { return (uint8_t)(iter * 31 + (int)j + 7); }
+
+static void fill_payload(unsigned char *buf, size_t bytes, int iter) {
+  size_t words = bytes / 8;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w = pattern_word(iter, i);
+    memcpy(buf + 8 * i, &w, 8);
+  }
+  for (size_t j = words * 8; j < bytes; j++) buf[j] = pattern_tail(iter, j);
+}
+
+/* Number of wrong 8-byte words (or tail bytes); the first bad offset goes to *first_bad. */
+static size_t check_payload(const unsigned char *buf, size_t bytes, int iter, size_t *first_bad) {
+  size_t words = bytes / 8, bad = 0;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w;
+    memcpy(&w, buf + 8 * i, 8);
+    if (w != pattern_word(iter, i) && bad++ == 0) *first_bad = 8 * i;
+  }
+  for (size_t j = words * 8; j < bytes; j++)
+    if (buf[j] != pattern_tail(iter, j) && bad++ == 0) *first_bad = j;
+  return bad;
+}
+
+static int bcast_bytes(unsigned char *buf, size_t bytes, int root, MPI_Comm comm) {
+  for (size_t off = 0; off < bytes; off += BCAST_CHUNK) {
+    size_t n = bytes - off < BCAST_CHUNK ? bytes - off : BCAST_CHUNK;
+    int rc = MPI_Bcast(buf + off, (int)n, MPI_BYTE, root, comm);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, int n) {
+  double *s = malloc((size_t)n * sizeof *s);
+  if (!s) return v[0];
+  memcpy(s, v, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, cmp_double);
+  double m = (n % 2) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  free(s);
+  return m;
+}
+
+/* First line of the MPI library version, JSON-safe (quotes and control chars dropped). */
+static void library_name(char *out, size_t cap) {
+  char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(ver, &len);
+  size_t k = 0;
+  for (int i = 0; i < len && ver[i] && ver[i] != '\n' && ver[i] != ',' && k + 1 < cap; i++)
+    if (ver[i] != '"' && ver[i] != '\\' && (unsigned char)ver[i] >= 0x20) out[k++] = ver[i];
+  out[k] = '\0';
+}
+
+static void report(const options_t *opt, int nranks, const double *times, int check_ok) {
+  double med = median_of(times, opt->iters), lo = times[0], hi = times[0];
+  for (int i = 1; i < opt->iters; i++) {
+    if (times[i] < lo) lo = times[i];
+    if (times[i] > hi) hi = times[i];
+  }
+  double gbps = (double)opt->bytes * 8.0 / med / 1e9;
+  const char *rate_env = getenv("NETLAB_RATE_BPS");
+  double link_bps = rate_env ? strtod(rate_env, NULL) : 0.0;
+  double ideal = link_bps > 0 ? (double)opt->bytes * 8.0 / link_bps : 0.0;
+  char lib[128];
+  library_name(lib, sizeof lib);
+
+  for (int i = 0; i < opt->iters; i++)
+    printf("mpi_bcast iter %d: %.4f s\n", i, times[i]);
+  printf("mpi_bcast: %d ranks, %.1f MiB, median %.4f s (min %.4f, max %.4f), %.3f Gbit/s",
+         nranks, (double)opt->bytes / (1 << 20), med, lo, hi, gbps);
+  if (ideal > 0)
+    printf(", ideal %.4f s at %.3f Gbit/s links -> %.2fx ideal", ideal, link_bps / 1e9, med / ideal);
+  printf(", data %s\n", opt->check ? (check_ok ? "ok" : "CORRUPT") : "not checked");
+
+  printf("{\"bench\":\"mpi_bcast\",\"impl\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"iters\":%d,"
+         "\"warmup\":%d,\"median_s\":%.6f,\"min_s\":%.6f,\"max_s\":%.6f,\"gbps\":%.4f,"
+         "\"gbytes_per_s\":%.4f",
+         lib, nranks, opt->bytes, opt->iters, opt->warmup, med, lo, hi, gbps, gbps / 8.0);
+  if (ideal > 0)
+    printf(",\"link_gbps\":%.4f,\"ideal_s\":%.6f,\"vs_ideal\":%.4f", link_bps / 1e9, ideal, med / ideal);
+  printf(",\"check\":\"%s\",\"times_s\":[", opt->check ? (check_ok ? "ok" : "corrupt") : "skipped");
+  for (int i = 0; i < opt->iters; i++) printf("%s%.6f", i ? "," : "", times[i]);
+  printf("]}\n");
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+  options_t opt;
+  int bad_usage = parse_options(argc, argv, &opt);
+  MPI_Allreduce(MPI_IN_PLACE, &bad_usage, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (bad_usage) {
+    MPI_Finalize();
+    return 2;
+  }
+
+  unsigned char *buf = NULL;
+  int no_mem = posix_memalign((void **)&buf, 4096, opt.bytes) != 0;
+  MPI_Allreduce(MPI_IN_PLACE, &no_mem, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (no_mem) {
+    if (rank == 0) fprintf(stderr, "cannot allocate %zu bytes\n", opt.bytes);
+    free(buf);
+    MPI_Finalize();
+    return 1;
+  }
+
+  double times[MAX_ITERS];
+  unsigned long long errors = 0;
+  for (int it = 0; it < opt.warmup + opt.iters; it++) {
+    if (rank == 0) fill_payload(buf, opt.bytes, it);
+    else memset(buf, 0xA0 + rank % 64, opt.bytes); /* rank-dependent poison */
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    int rc = bcast_bytes(buf, opt.bytes, 0, MPI_COMM_WORLD);
+    double elapsed = MPI_Wtime() - t0, slowest = 0.0;
+    MPI_Reduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+      fprintf(stderr, "rank %d: MPI_Bcast failed (%d)\n", rank, rc);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (it >= opt.warmup) times[it - opt.warmup] = slowest;
+
+    if (opt.check && rank != 0) {
+      size_t first_bad = 0, bad = check_payload(buf, opt.bytes, it, &first_bad);
+      if (bad) {
+        fprintf(stderr, "rank %d iter %d: %zu bad words, first at byte %zu\n", rank, it, bad, first_bad);
+        errors += bad;
+      }
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+
+  if (rank == 0) report(&opt, nranks, times, errors == 0);
+  free(buf);
+  MPI_Finalize();
+  return errors == 0 ? 0 : 1;
+}

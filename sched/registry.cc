@@ -1,10 +1,179 @@
-// Placeholder until the state machine lands (see sched/registry.h).
+// Registry: dispatches events to the Core operations, de-duplicates requests, and owns the
+// helpers shared by all concepts (replies, model lookup, describe, invariants).
 #include "sched/registry.h"
 
+#include <sstream>
+#include <type_traits>
+
+#include "sched/core.h"
+
 namespace thub::sched {
-struct Registry::State {};
-Registry::Registry(Config) : s_(std::make_unique<State>()) {}
+
+struct Registry::State {
+  explicit State(Config cfg) : core(cfg) {}
+  detail::Core core;
+};
+
+Registry::Registry(Config cfg) : s_(std::make_unique<State>(cfg)) {}
 Registry::~Registry() = default;
-std::vector<Action> Registry::step(const Event&, Time) { return {}; }
-std::string Registry::describe() const { return {}; }
+std::vector<Action> Registry::step(const Event& ev, Time now) { return s_->core.step(ev, now); }
+std::string Registry::describe() const { return s_->core.describe(); }
+std::string Registry::check_invariants() const { return s_->core.check_invariants(); }
+
+namespace detail {
+
+const char* buf_name(Buf b) {
+  switch (b) {
+    case Buf::kEmpty: return "empty";
+    case Buf::kReceiving: return "receiving";
+    case Buf::kHolding: return "holding";
+    case Buf::kOffloading: return "offloading";
+    case Buf::kDraining: return "draining";
+  }
+  return "?";
+}
+
+namespace {
+template <class E>
+constexpr bool kIsRequest = !std::is_same_v<E, Connect> && !std::is_same_v<E, Disconnect> &&
+                            !std::is_same_v<E, Heartbeat> && !std::is_same_v<E, Tick>;
+}  // namespace
+
+std::vector<Action> Core::step(const Event& ev, Time now) {
+  now_ = now > now_ ? now : now_;
+  out_.clear();
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, Tick>) {
+        } else if constexpr (std::is_same_v<E, Heartbeat>) {
+          touch(e.client);
+        } else if constexpr (std::is_same_v<E, Connect> || std::is_same_v<E, Disconnect>) {
+          on(e);
+        } else if constexpr (kIsRequest<E>) {
+          if (!known_client(e.client, e.req)) return;
+          touch(e.client);
+          Client& c = clients_.at(e.client);
+          // A retried or duplicated request: answer again with the same reply, or, when its
+          // reply is still deferred, let the original answer it.
+          if (auto it = c.recent.find(e.req); it != c.recent.end()) {
+            out_.emplace_back(it->second);
+            return;
+          }
+          for (const Pending& p : pending_)
+            if (p.client == e.client && p.req == e.req) return;
+          for (MemberId id : c.members) {
+            const Member& m = members_.at(id);
+            if (m.unpublish_pending && m.unpublish_req == e.req) return;
+          }
+          on(e);
+        }
+      },
+      ev);
+  expire();
+  wake();
+  return std::move(out_);
+}
+
+void Core::reply(Reply r) {
+  auto it = clients_.find(r.client);
+  if (it == clients_.end()) return;  // the client is gone: the reply is discarded
+  auto& recent = it->second.recent;
+  recent[r.req] = r;
+  while (recent.size() > 64) recent.erase(recent.begin());
+  out_.emplace_back(std::move(r));
+}
+
+void Core::reply_err(ClientId c, RequestId req, Status s, std::string detail) {
+  Reply r = make_reply(c, req);
+  r.status = s;
+  r.detail = std::move(detail);
+  reply(std::move(r));
+}
+
+Model* Core::model_of(const Member& m) {
+  auto it = models_.find(m.model);
+  return it == models_.end() ? nullptr : &it->second;
+}
+const Model* Core::model_of(const Member& m) const {
+  auto it = models_.find(m.model);
+  return it == models_.end() ? nullptr : &it->second;
+}
+
+void Core::maybe_erase_model(const std::string& model) {
+  auto it = models_.find(model);
+  if (it == models_.end()) return;
+  for (const auto& [name, r] : it->second.replicas)
+    if (!r.shards.empty()) return;
+  // No member left: forget the model, so that a new job may use another layout.
+  models_.erase(it);
+}
+
+std::string Core::describe() const {
+  std::ostringstream os;
+  os << "clients " << clients_.size() << ", members " << members_.size() << ", leases "
+     << leases_.size() << ", pending " << pending_.size() << "\n";
+  for (const auto& [name, md] : models_) {
+    os << "model " << name << " published {";
+    for (Version v : md.published) os << " " << v;
+    os << " } retain " << retain_of(name) << "\n";
+    for (const auto& [rname, r] : md.replicas) {
+      os << "  replica " << rname << " (" << r.num_shards << " shards)";
+      if (r.txn) os << " txn v" << r.txn->version << " from " << r.txn->source_replica;
+      os << "\n";
+      for (const auto& [shard, id] : r.shards) {
+        const Member& m = members_.at(id);
+        os << "    shard " << shard << " member " << id << " client " << m.client << " "
+           << buf_name(m.buf);
+        if (m.buf != Buf::kEmpty) os << " v" << m.version;
+        if (m.spot) os << " spot";
+        for (const auto& [v, c] : m.offloaded) os << " host:v" << v << (c.dropping ? "(dropping)" : "");
+        os << " load " << load(id) << "\n";
+      }
+    }
+  }
+  return os.str();
+}
+
+std::string Core::check_invariants() const {
+  std::ostringstream err;
+  for (const auto& [id, l] : leases_) {
+    auto it = members_.find(l.source);
+    if (it == members_.end()) continue;  // a closed/crashed source: the reader will report
+    const Member& s = it->second;
+    if (!l.from_offload && s.buf == Buf::kEmpty)
+      err << "lease " << id << " reads the empty buffers of member " << l.source << "\n";
+    if (l.from_offload && !s.offloaded.count(l.version))
+      err << "lease " << id << " reads a freed host copy of member " << l.source << "\n";
+  }
+  for (const auto& [id, m] : members_) {
+    if (load(id) > cfg_.max_readers_per_source)
+      err << "member " << id << " has load " << load(id) << " > max\n";
+    if (m.buf == Buf::kReceiving && !leases_.count(m.own_lease))
+      err << "member " << id << " receives without a lease\n";
+  }
+  // A deferred request with an idle eligible source is a lost wake-up.
+  for (const Pending& p : pending_) {
+    auto it = members_.find(p.member);
+    if (it == members_.end()) {
+      err << "pending request of a gone member " << p.member << "\n";
+      continue;
+    }
+    const Member& m = it->second;
+    if (p.kind == Pending::Kind::kRegrant) {
+      if (choose_member(m, p.version)) err << "regrant of member " << p.member << " could proceed\n";
+      continue;
+    }
+    const Replica& r = models_.at(m.model).replicas.at(m.replica);
+    if (r.txn) continue;  // waits for its replica's transaction
+    Version v = -1;
+    std::string detail;
+    if (resolve(m, p.spec, &v, &detail) == Status::kOk && m.buf == Buf::kEmpty &&
+        choose_replica(m, v))
+      err << "replicate of member " << p.member << " v" << v << " could proceed\n";
+  }
+  return err.str();
+}
+
+}  // namespace detail
 }  // namespace thub::sched

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sched/types.h"
@@ -22,6 +23,10 @@ class Registry {
 
   // A human-readable dump of models, versions and holders (tensorhub-info, debugging).
   [[nodiscard]] std::string describe() const;
+
+  // Checks the registry's internal invariants (leases, loads, lost wake-ups); returns ""
+  // when consistent, else one line per violation. For the simulation and debugging.
+  [[nodiscard]] std::string check_invariants() const;
 
  private:
   struct State;

@@ -132,7 +132,12 @@ struct Offload {      // retention: before its unpublish completes, `member` mus
 struct Drop {         // the registry removed this client (missed heartbeat); close its session
   ClientId client;
 };
+struct Discard {      // retention: `member` may free its host copy of `version` (no reader
+  ClientId client;    // left, and the version fell out of the retained window)
+  MemberId member;
+  Version version;
+};
 
-using Action = std::variant<Reply, Offload, Drop>;
+using Action = std::variant<Reply, Offload, Drop, Discard>;
 
 }  // namespace thub::sched

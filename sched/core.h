@@ -1,0 +1,199 @@
+// The registry's state (members, holdings, leases, transactions, pending requests) and the
+// operations on it. Registry (registry.h) is the thin public face; the operations live in
+// one .cc file per concept: membership.cc, model_state.cc, source_chooser.cc,
+// transaction.cc, retention.cc. Ordered containers only, so every decision is deterministic.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sched/types.h"
+
+namespace thub::sched::detail {
+
+// What a member's registered (GPU) buffers hold.
+enum class Buf {
+  kEmpty,      // nothing: may publish or replicate
+  kReceiving,  // granted a version, transfer in progress (a partial holder when pipelining)
+  kHolding,    // holds `version` completely and serves it
+  kOffloading, // unpublish asked; waiting for OffloadDone (retention) before draining
+  kDraining,   // hidden from new choices; waiting for the readers of the buffers to finish
+};
+const char* buf_name(Buf b);
+
+struct OffloadCopy {          // a retained version served from host memory
+  std::string descriptor;
+  bool dropping = false;      // fell out of the retained window; Discard once drained
+};
+
+struct Member {
+  MemberId id = 0;
+  ClientId client = 0;
+  std::string model, replica;
+  int shard = 0, num_shards = 1, retain = 0;
+  bool spot = false;
+  // the registered buffers
+  Buf buf = Buf::kEmpty;
+  Version version = -1;
+  std::string descriptor;
+  LeaseId own_lease = 0;      // kReceiving: the lease this member reads with
+  bool unpublish_pending = false;  // kOffloading/kDraining: an Unpublish reply is owed
+  RequestId unpublish_req = 0;
+  std::map<Version, OffloadCopy> offloaded;
+};
+
+struct Lease {
+  LeaseId id = 0;
+  MemberId reader = 0, source = 0;
+  ClientId reader_client = 0;
+  Version version = -1;
+  bool from_offload = false;  // reads the source's host copy, not its buffers
+};
+
+// A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
+// replica; the others join. `reserved` holds the source slot of each shard not yet joined.
+struct Transaction {
+  Version version = -1;
+  std::string source_replica;
+  std::set<int> joined;                 // shards that got their answer (or left)
+  std::map<int, MemberId> reserved;     // shard -> source member slot kept for it
+};
+
+struct Replica {
+  int num_shards = 1;
+  std::map<int, MemberId> shards;       // open members
+  std::optional<Transaction> txn;
+};
+
+struct Model {
+  std::map<std::string, Replica> replicas;
+  std::map<int, uint64_t> layout;       // shard -> layout hash recorded at first publish
+  std::set<Version> published;          // every version ever published (this registry epoch)
+  std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
+};
+
+struct Client {
+  std::string datacenter;
+  Time last_seen = 0;
+  std::set<MemberId> members;
+  std::map<RequestId, Reply> recent;    // reply cache: retries and duplicates get the same
+};
+
+// A request whose reply is deferred.
+struct Pending {
+  enum class Kind { kReplicate, kRegrant } kind = Kind::kReplicate;
+  ClientId client = 0;
+  RequestId req = 0;
+  MemberId member = 0;
+  Version spec = -1, newer_than = -1;
+  Version version = -1;                 // kRegrant: the version being resumed
+};
+
+// One candidate source (a member and which of its copies to read).
+struct SourcePick {
+  MemberId member = 0;
+  bool from_offload = false;
+  bool partial = false;
+};
+
+inline Reply make_reply(ClientId c, RequestId req) {
+  Reply r{};
+  r.client = c;
+  r.req = req;
+  return r;
+}
+
+class Core {
+ public:
+  explicit Core(Config cfg) : cfg_(cfg) {}
+
+  std::vector<Action> step(const Event& ev, Time now);
+  std::string describe() const;
+  std::string check_invariants() const;
+
+  // ---- membership.cc
+  void on(const Connect& e);
+  void on(const Disconnect& e);
+  void on(const Open& e);
+  void on(const Close& e);
+  void on(const Publish& e);
+  void on(const Unpublish& e);
+  void touch(ClientId c);
+  void expire();
+  void remove_client(ClientId c);
+  void forget_member(MemberId m);   // close/crash: drop holdings, leave leases on it counted
+  bool known_client(ClientId c, RequestId req);
+  Member* owned(ClientId c, RequestId req, MemberId m);
+
+  // ---- model_state.cc: holdings and versions
+  // Every change of a member's buf/version/offloaded goes between unindex() and index().
+  void unindex(const Member& m);
+  void index(const Member& m);
+  void reserve(Transaction& t, int shard, MemberId source);
+  void unreserve(Transaction& t, int shard);
+  bool serves_live(const Member& m, Version v) const;        // may be chosen as a source
+  bool serves_offload(const Member& m, Version v) const;
+  bool holds(const Member& m, Version v) const { return serves_live(m, v) || serves_offload(m, v); }
+  std::vector<Version> available(const std::string& model, int num_shards) const;
+  // Resolves a spec to an absolute version or an error reply status.
+  Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
+  int live_leases(MemberId m) const;
+  int load(MemberId m) const;       // active leases + reserved transaction slots
+
+  // ---- source_chooser.cc
+  std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;
+  bool reaches(MemberId from, MemberId target) const;  // partial chain from -> ... -> target
+  std::optional<std::string> choose_replica(const Member& req, Version v) const;
+  std::optional<SourcePick> choose_member(const Member& req, Version v) const;
+
+  // ---- transaction.cc
+  void on(const Replicate& e);
+  void on(const TransferDone& e);
+  void on(const SourceFailed& e);
+  bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
+  bool try_regrant(const Pending& p);
+  bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
+  void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
+  void end_lease(LeaseId id);
+  void cancel_own_lease(Member& m);
+  void leave_transaction(const Member& m);
+  void finish_shard(Replica& r, int shard);
+  void mark_failed(MemberId source, bool from_offload, Version v);
+  void wake();
+
+  // ---- retention.cc
+  void on(const OffloadDone& e);
+  int retain_of(const std::string& model) const;
+  bool retained(const std::string& model, Version v) const;
+  bool needs_offload(const Member& m) const;
+  void begin_drain(Member& m);
+  void check_drain(Member& m);
+  void sweep_retention(const std::string& model);
+
+  // ---- helpers (registry.cc)
+  void reply(Reply r);
+  void reply_err(ClientId c, RequestId req, Status s, std::string detail);
+  Model* model_of(const Member& m);
+  const Model* model_of(const Member& m) const;
+  void maybe_erase_model(const std::string& model);
+
+  Config cfg_;
+  Time now_ = 0;
+  std::vector<Action> out_;
+  std::map<ClientId, Client> clients_;
+  std::set<std::pair<Time, ClientId>> deadlines_;  // (last_seen, client)
+  std::map<MemberId, Member> members_;
+  std::map<std::string, Model> models_;
+  std::map<LeaseId, Lease> leases_;
+  std::map<MemberId, std::set<LeaseId>> leases_by_source_;
+  std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  std::vector<Pending> pending_;
+  MemberId next_member_ = 1;
+  LeaseId next_lease_ = 1;
+};
+
+}  // namespace thub::sched::detail

@@ -1,0 +1,189 @@
+// Clients and members: connect, heartbeat deadlines, open/close, publish/unpublish, and
+// what a crash or a missed deadline removes.
+#include <algorithm>
+
+#include "sched/core.h"
+
+namespace thub::sched::detail {
+
+void Core::touch(ClientId c) {
+  auto it = clients_.find(c);
+  if (it == clients_.end()) return;
+  deadlines_.erase({it->second.last_seen, c});
+  it->second.last_seen = now_;
+  deadlines_.insert({now_, c});
+}
+
+void Core::expire() {
+  while (!deadlines_.empty()) {
+    auto [seen, c] = *deadlines_.begin();
+    if (now_ - seen <= cfg_.heartbeat_timeout) break;
+    out_.emplace_back(Drop{c});
+    remove_client(c);
+  }
+}
+
+bool Core::known_client(ClientId c, RequestId req) {
+  if (clients_.count(c)) return true;
+  Reply r = make_reply(c, req);
+  r.status = Status::kState;
+  r.detail = "unknown client: connect first";
+  out_.emplace_back(std::move(r));  // not cached: there is no client record to hold it
+  return false;
+}
+
+Member* Core::owned(ClientId c, RequestId req, MemberId id) {
+  auto it = members_.find(id);
+  if (it == members_.end() || it->second.client != c) {
+    reply_err(c, req, Status::kArg, "member " + std::to_string(id) + " is not open by this client");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void Core::on(const Connect& e) {
+  auto [it, fresh] = clients_.try_emplace(e.client);
+  it->second.datacenter = e.datacenter;
+  if (!fresh) deadlines_.erase({it->second.last_seen, e.client});
+  it->second.last_seen = now_;
+  deadlines_.insert({now_, e.client});
+}
+
+void Core::on(const Disconnect& e) { remove_client(e.client); }
+
+void Core::remove_client(ClientId c) {
+  auto it = clients_.find(c);
+  if (it == clients_.end()) return;
+  deadlines_.erase({it->second.last_seen, c});
+  std::set<MemberId> members = it->second.members;
+  // Its deferred requests are discarded (nobody is left to answer).
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [c](const Pending& p) { return p.client == c; }),
+                 pending_.end());
+  for (MemberId m : members) forget_member(m);
+  clients_.erase(c);
+}
+
+void Core::forget_member(MemberId id) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  Member& m = it->second;
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [id](const Pending& p) { return p.member == id; }),
+                 pending_.end());
+  cancel_own_lease(m);
+  // Leases where it is the source stay counted until their readers report SourceFailed;
+  // reserved transaction slots on it are given up (the joining shard gets another source).
+  for (auto& [rname, r] : models_.at(m.model).replicas)
+    if (r.txn)
+      for (auto& [shard, src] : r.txn->reserved)
+        if (src == id) {
+          unreserve(*r.txn, shard);
+          r.txn->reserved[shard] = 0;
+          break;
+        }
+  leave_transaction(m);
+  unindex(m);
+  std::string model = m.model;
+  Model& md = models_.at(model);
+  Replica& r = md.replicas.at(m.replica);
+  r.shards.erase(m.shard);
+  if (r.shards.empty()) md.replicas.erase(m.replica);
+  clients_.at(m.client).members.erase(id);
+  members_.erase(it);
+  maybe_erase_model(model);
+  if (models_.count(model)) sweep_retention(model);
+}
+
+void Core::on(const Open& e) {
+  if (e.model.empty() || e.replica.empty() || e.num_shards < 1 || e.shard < 0 ||
+      e.shard >= e.num_shards || e.retain < 0)
+    return reply_err(e.client, e.req, Status::kArg,
+                     "bad open: model and replica must be named, 0 <= shard < num_shards");
+  auto mit = models_.find(e.model);
+  if (mit != models_.end()) {
+    auto rit = mit->second.replicas.find(e.replica);
+    if (rit != mit->second.replicas.end()) {
+      if (rit->second.shards.count(e.shard))
+        return reply_err(e.client, e.req, Status::kState,
+                         "shard " + std::to_string(e.shard) + " of replica " + e.replica +
+                             " is already open");
+      if (rit->second.num_shards != e.num_shards)
+        return reply_err(e.client, e.req, Status::kState,
+                         "replica " + e.replica + " has " +
+                             std::to_string(rit->second.num_shards) + " shards");
+    }
+  }
+  Member m;
+  m.id = next_member_++;
+  m.client = e.client;
+  m.model = e.model;
+  m.replica = e.replica;
+  m.shard = e.shard;
+  m.num_shards = e.num_shards;
+  m.retain = e.retain;
+  m.spot = e.spot;
+  Replica& r = models_[e.model].replicas[e.replica];
+  r.num_shards = e.num_shards;
+  r.shards[e.shard] = m.id;
+  clients_.at(e.client).members.insert(m.id);
+  MemberId id = m.id;
+  members_.emplace(id, std::move(m));
+  Reply rep = make_reply(e.client, e.req);
+  rep.member = id;
+  reply(std::move(rep));
+}
+
+void Core::on(const Close& e) {
+  if (!owned(e.client, e.req, e.member)) return;
+  forget_member(e.member);
+  reply(make_reply(e.client, e.req));
+}
+
+void Core::on(const Publish& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  if (e.version < 0)
+    return reply_err(e.client, e.req, Status::kArg, "publish needs an absolute version >= 0");
+  if (m->buf != Buf::kEmpty)
+    return reply_err(e.client, e.req, Status::kState,
+                     std::string("member is ") + buf_name(m->buf) + " version " +
+                         std::to_string(m->version) + ": unpublish first");
+  Model& md = *model_of(*m);
+  auto [lit, fresh] = md.layout.try_emplace(m->shard, e.layout_hash);
+  if (!fresh && lit->second != e.layout_hash)
+    return reply_err(e.client, e.req, Status::kLayout,
+                     "layout of shard " + std::to_string(m->shard) + " differs from model " +
+                         m->model + "'s");
+  unindex(*m);
+  m->buf = Buf::kHolding;
+  m->version = e.version;
+  m->descriptor = e.descriptor;
+  index(*m);
+  bool is_new = md.published.insert(e.version).second;
+  reply(make_reply(e.client, e.req));
+  if (is_new) sweep_retention(m->model);
+}
+
+void Core::on(const Unpublish& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  if (m->buf == Buf::kEmpty || m->unpublish_pending)
+    return reply_err(e.client, e.req, Status::kState,
+                     m->buf == Buf::kEmpty ? "nothing published" : "already unpublishing");
+  if (m->buf == Buf::kReceiving) {
+    cancel_own_lease(*m);  // its transfer is abandoned; readers chained on it must drain
+    leave_transaction(*m);
+  }
+  m->unpublish_pending = true;
+  m->unpublish_req = e.req;
+  if (m->buf == Buf::kHolding && needs_offload(*m)) {
+    unindex(*m);
+    m->buf = Buf::kOffloading;
+    out_.emplace_back(Offload{m->client, m->id, m->version});
+    return;
+  }
+  begin_drain(*m);
+}
+
+}  // namespace thub::sched::detail

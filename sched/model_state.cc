@@ -1,0 +1,124 @@
+// Holdings and versions: who serves what (with an index per model and version), which
+// versions are available, how a spec (absolute, latest, latest-k) resolves, and how loaded
+// a source is.
+#include <algorithm>
+
+#include "sched/core.h"
+
+namespace thub::sched::detail {
+
+bool Core::serves_live(const Member& m, Version v) const {
+  if (m.version != v) return false;
+  if (m.buf == Buf::kHolding) return true;
+  return m.buf == Buf::kReceiving && cfg_.pipeline;
+}
+
+bool Core::serves_offload(const Member& m, Version v) const {
+  auto it = m.offloaded.find(v);
+  return it != m.offloaded.end() && !it->second.dropping;
+}
+
+void Core::unindex(const Member& m) {
+  Model* md = model_of(m);
+  if (!md) return;
+  auto drop = [&](Version v) {
+    auto it = md->holders.find(v);
+    if (it == md->holders.end()) return;
+    it->second.erase(m.id);
+    if (it->second.empty()) md->holders.erase(it);
+  };
+  if (m.buf != Buf::kEmpty) drop(m.version);
+  for (const auto& [v, c] : m.offloaded) drop(v);
+}
+
+void Core::index(const Member& m) {
+  Model* md = model_of(m);
+  if (!md) return;
+  if (serves_live(m, m.version)) md->holders[m.version].insert(m.id);
+  for (const auto& [v, c] : m.offloaded)
+    if (!c.dropping) md->holders[v].insert(m.id);
+}
+
+void Core::reserve(Transaction& t, int shard, MemberId source) {
+  t.reserved[shard] = source;
+  if (source) ++reserved_[source];
+}
+
+void Core::unreserve(Transaction& t, int shard) {
+  auto it = t.reserved.find(shard);
+  if (it == t.reserved.end()) return;
+  if (it->second && --reserved_[it->second] == 0) reserved_.erase(it->second);
+  t.reserved.erase(it);
+}
+
+namespace {
+// Does some replica with `num_shards` shards serve v in every shard?
+bool complete_replica(const Core& c, const Model& md, Version v, int num_shards) {
+  auto hit = md.holders.find(v);
+  if (hit == md.holders.end()) return false;
+  for (MemberId id : hit->second) {
+    const Member& m = c.members_.at(id);
+    if (m.num_shards != num_shards) continue;
+    const Replica& r = md.replicas.at(m.replica);
+    if (static_cast<int>(r.shards.size()) != num_shards) continue;
+    bool all = true;
+    for (const auto& [s, sid] : r.shards) all = all && c.holds(c.members_.at(sid), v);
+    if (all) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::vector<Version> Core::available(const std::string& model, int num_shards) const {
+  std::vector<Version> vs;
+  auto mit = models_.find(model);
+  if (mit == models_.end()) return vs;
+  for (const auto& [v, ids] : mit->second.holders)
+    if (complete_replica(*this, mit->second, v, num_shards)) vs.push_back(v);
+  return vs;
+}
+
+Status Core::resolve(const Member& m, Version spec, Version* out, std::string* detail) const {
+  const Model* md = model_of(m);
+  if (spec >= 0) {
+    if (!md || !md->published.count(spec)) {
+      *detail = "version " + std::to_string(spec) + " of model " + m.model + " was never published";
+      return Status::kNotFound;
+    }
+    *out = spec;
+    return Status::kOk;  // whether it can be served is the caller's question (lost / busy)
+  }
+  uint64_t k = static_cast<uint64_t>(-1 - spec);
+  uint64_t seen = 0;
+  if (md)
+    for (auto it = md->holders.rbegin(); it != md->holders.rend(); ++it) {
+      if (!complete_replica(*this, *md, it->first, m.num_shards)) continue;
+      if (seen++ == k) {
+        *out = it->first;
+        return Status::kOk;
+      }
+    }
+  *detail = seen == 0 ? "no version of model " + m.model + " is available"
+                      : "only " + std::to_string(seen) + " versions of model " + m.model +
+                            " are available";
+  return Status::kNotFound;
+}
+
+int Core::live_leases(MemberId id) const {
+  int n = 0;
+  auto it = leases_by_source_.find(id);
+  if (it == leases_by_source_.end()) return 0;
+  for (LeaseId l : it->second)
+    if (!leases_.at(l).from_offload) ++n;
+  return n;
+}
+
+int Core::load(MemberId id) const {
+  int n = 0;
+  if (auto it = leases_by_source_.find(id); it != leases_by_source_.end())
+    n += static_cast<int>(it->second.size());
+  if (auto it = reserved_.find(id); it != reserved_.end()) n += it->second;
+  return n;
+}
+
+}  // namespace thub::sched::detail

@@ -1,0 +1,106 @@
+// Drain and retention: an unpublished member is hidden and acknowledged once its readers
+// are done; the last non-spot holder of a retained version first offloads it to host
+// memory and keeps serving it from there until it falls out of the latest `retain`.
+#include "sched/core.h"
+
+namespace thub::sched::detail {
+
+int Core::retain_of(const std::string& model) const {
+  int k = 0;
+  auto mit = models_.find(model);
+  if (mit == models_.end()) return 0;
+  for (const auto& [name, r] : mit->second.replicas)
+    for (const auto& [s, id] : r.shards) k = std::max(k, members_.at(id).retain);
+  return k;
+}
+
+bool Core::retained(const std::string& model, Version v) const {
+  int k = retain_of(model);
+  const auto& pub = models_.at(model).published;
+  int i = 0;
+  for (auto it = pub.rbegin(); it != pub.rend() && i < k; ++it, ++i)
+    if (*it == v) return true;
+  return false;
+}
+
+bool Core::needs_offload(const Member& m) const {
+  if (m.spot || serves_offload(m, m.version) || !retained(m.model, m.version)) return false;
+  const Model& md = models_.at(m.model);
+  auto hit = md.holders.find(m.version);
+  if (hit != md.holders.end())
+    for (MemberId id : hit->second) {
+      if (id == m.id) continue;
+      const Member& h = members_.at(id);
+      if (h.spot) continue;  // spot replicas never count towards retention
+      if ((h.buf == Buf::kHolding && h.version == m.version) || serves_offload(h, m.version))
+        return false;
+    }
+  return true;
+}
+
+void Core::begin_drain(Member& m) {
+  unindex(m);
+  m.buf = Buf::kDraining;
+  index(m);
+  check_drain(m);
+}
+
+void Core::check_drain(Member& m) {
+  if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
+    unindex(m);
+    m.buf = Buf::kEmpty;
+    m.version = -1;
+    index(m);
+    if (m.unpublish_pending) {
+      m.unpublish_pending = false;
+      reply(make_reply(m.client, m.unpublish_req));
+    }
+  }
+  for (auto it = m.offloaded.begin(); it != m.offloaded.end();) {
+    bool read = false;
+    if (auto lit = leases_by_source_.find(m.id); lit != leases_by_source_.end())
+      for (LeaseId l : lit->second) {
+        const Lease& ls = leases_.at(l);
+        read = read || (ls.from_offload && ls.version == it->first);
+      }
+    if (it->second.dropping && !read) {
+      out_.emplace_back(Discard{m.client, m.id, it->first});
+      it = m.offloaded.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Core::sweep_retention(const std::string& model) {
+  auto mit = models_.find(model);
+  if (mit == models_.end()) return;
+  for (const auto& [name, r] : mit->second.replicas)
+    for (const auto& [s, id] : r.shards) {
+      Member& m = members_.at(id);
+      bool change = false;
+      for (const auto& [v, c] : m.offloaded) change = change || (!c.dropping && !retained(model, v));
+      if (!change) continue;
+      unindex(m);
+      for (auto& [v, c] : m.offloaded)
+        if (!retained(model, v)) c.dropping = true;
+      index(m);
+      check_drain(m);
+    }
+}
+
+void Core::on(const OffloadDone& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  if (m->buf != Buf::kOffloading || m->version != e.version)
+    return reply_err(e.client, e.req, Status::kState, "no offload of this version was asked");
+  unindex(*m);
+  m->offloaded[e.version] = OffloadCopy{e.descriptor, false};
+  m->buf = Buf::kDraining;
+  index(*m);
+  reply(make_reply(e.client, e.req));
+  check_drain(*m);
+  sweep_retention(m->model);
+}
+
+}  // namespace thub::sched::detail

@@ -1,0 +1,105 @@
+// Source choice: among the replicas that serve the version in every shard, prefer the
+// requester's datacenter, then the least loaded, then complete over partial, then the
+// oldest member (smallest id; deterministic). A source serves at most max_readers_per_source
+// readers; partial sources whose chain leads back to the requester are never chosen.
+#include <tuple>
+
+#include "sched/core.h"
+
+namespace thub::sched::detail {
+
+std::optional<SourcePick> Core::pick_in(const Member& s, Version v, MemberId requester) const {
+  if (s.id == requester || load(s.id) >= cfg_.max_readers_per_source) return std::nullopt;
+  if (serves_live(s, v)) {
+    bool partial = s.buf == Buf::kReceiving;
+    if (partial && reaches(s.id, requester)) {
+      // reading it would close a cycle; its host copy (if any) is still fine
+    } else {
+      return SourcePick{s.id, false, partial};
+    }
+  }
+  if (serves_offload(s, v)) return SourcePick{s.id, true, false};
+  return std::nullopt;
+}
+
+bool Core::reaches(MemberId from, MemberId target) const {
+  // Follow "receives from" links of partial holders; bounded by the number of members.
+  for (size_t hops = 0; hops <= members_.size(); ++hops) {
+    if (from == target) return true;
+    auto it = members_.find(from);
+    if (it == members_.end() || it->second.buf != Buf::kReceiving) return false;
+    auto lit = leases_.find(it->second.own_lease);
+    if (lit == leases_.end()) return false;
+    from = lit->second.source;
+  }
+  return true;
+}
+
+namespace {
+using Key = std::tuple<bool, int, bool>;  // (other datacenter, load, partial)
+const Key kBest{false, 0, false};
+}  // namespace
+
+std::optional<std::string> Core::choose_replica(const Member& req, Version v) const {
+  const Model* md = model_of(req);
+  if (!md) return std::nullopt;
+  auto hit = md->holders.find(v);
+  if (hit == md->holders.end()) return std::nullopt;
+  const std::string& dc = clients_.at(req.client).datacenter;
+  std::optional<std::string> best;
+  Key best_key;
+  for (MemberId id : hit->second) {
+    const Member& cand = members_.at(id);
+    if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
+    if (cand.replica == req.replica) continue;
+    const Replica& r = md->replicas.at(cand.replica);
+    if (static_cast<int>(r.shards.size()) != req.num_shards) continue;
+    // every shard must be free and serve v; the requester replica's shard s reads shard s
+    bool ok = true, partial = false;
+    int load_sum = 0;
+    const Replica& mine = md->replicas.at(req.replica);
+    for (const auto& [s, sid] : r.shards) {
+      auto rq = mine.shards.find(s);  // the cycle check is per requester shard
+      auto pick = pick_in(members_.at(sid), v, rq == mine.shards.end() ? 0 : rq->second);
+      if (!pick) {
+        ok = false;
+        break;
+      }
+      partial = partial || pick->partial;
+      load_sum += load(sid);
+    }
+    if (!ok) continue;
+    Key key{clients_.at(cand.client).datacenter != dc, load_sum, partial};
+    if (!best || key < best_key) {  // ids ascend: the first of equals is the oldest
+      best = cand.replica;
+      best_key = key;
+      if (key == kBest) break;
+    }
+  }
+  return best;
+}
+
+std::optional<SourcePick> Core::choose_member(const Member& req, Version v) const {
+  const Model* md = model_of(req);
+  if (!md) return std::nullopt;
+  auto hit = md->holders.find(v);
+  if (hit == md->holders.end()) return std::nullopt;
+  const std::string& dc = clients_.at(req.client).datacenter;
+  std::optional<SourcePick> best;
+  Key best_key;
+  for (MemberId id : hit->second) {
+    const Member& cand = members_.at(id);
+    if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
+    auto pick = pick_in(cand, v, req.id);
+    if (!pick) continue;
+    Key key{clients_.at(cand.client).datacenter != dc, load(id), pick->partial};
+    if (!best || key < best_key) {  // ids ascend: the first of equals is the oldest member
+      best = pick;
+      best_key = key;
+      if (key == kBest) break;
+    }
+  }
+  return best;
+}
+
+}  // namespace thub::sched::detail

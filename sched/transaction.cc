@@ -1,0 +1,286 @@
+// Replicate, its replica-level transaction, grants and leases, transfer completion, source
+// failure, and the queue of deferred requests.
+#include <algorithm>
+
+#include "sched/core.h"
+
+namespace thub::sched::detail {
+
+void Core::on(const Replicate& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  const Model& md = *model_of(*m);
+  if (auto it = md.layout.find(m->shard); it != md.layout.end() && it->second != e.layout_hash)
+    return reply_err(e.client, e.req, Status::kLayout,
+                     "layout of shard " + std::to_string(m->shard) + " differs from model " +
+                         m->model + "'s");
+  if (m->buf != Buf::kEmpty) {
+    // THUB_Update's cheap probe: a holder asking for something newer learns at once that
+    // there is nothing newer, without unpublishing first.
+    Version v = -1;
+    std::string detail;
+    if (e.newer_than >= 0 && m->buf == Buf::kHolding && resolve(*m, e.spec, &v, &detail) == Status::kOk &&
+        v <= e.newer_than)
+      return reply_err(e.client, e.req, Status::kNotUpdated, "nothing newer than " + std::to_string(e.newer_than));
+    return reply_err(e.client, e.req, Status::kState,
+                     std::string("member is ") + buf_name(m->buf) + " version " +
+                         std::to_string(m->version) + ": unpublish before replicating");
+  }
+  for (const Pending& q : pending_)
+    if (q.member == m->id)
+      return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
+  m->descriptor = e.descriptor;
+  Pending p;
+  p.kind = Pending::Kind::kReplicate;
+  p.client = e.client;
+  p.req = e.req;
+  p.member = e.member;
+  p.spec = e.spec;
+  p.newer_than = e.newer_than;
+  if (!try_replicate(p)) pending_.push_back(p);
+}
+
+bool Core::has_holder(const Member& req, Version v, int shard) const {
+  const Model* md = model_of(req);
+  if (!md) return false;
+  if (auto hit = md->holders.find(v); hit != md->holders.end())
+    for (MemberId id : hit->second) {
+      const Member& h = members_.at(id);
+      if (h.shard != shard || id == req.id) continue;
+      if (h.buf == Buf::kReceiving && h.version == v && !serves_offload(h, v) && reaches(id, req.id))
+        continue;  // a partial that waits for the requester itself
+      return true;
+    }
+  if (cfg_.pipeline) return false;
+  // Without pipelining a receiver is no source yet, but will hold v when its transfer ends.
+  for (const auto& [name, r] : md->replicas)
+    if (auto it = r.shards.find(shard); it != r.shards.end() && it->second != req.id) {
+      const Member& h = members_.at(it->second);
+      if (h.buf == Buf::kReceiving && h.version == v) return true;
+    }
+  return false;
+}
+
+bool Core::try_replicate(const Pending& p) {
+  Member& m = members_.at(p.member);
+  Replica& r = models_.at(m.model).replicas.at(m.replica);
+  if (r.txn) {
+    Transaction& t = *r.txn;
+    if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
+    Version v = t.version;
+    if (v <= p.newer_than) {
+      reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
+      finish_shard(r, m.shard);
+      return true;
+    }
+    MemberId src = t.reserved.count(m.shard) ? t.reserved[m.shard] : 0;
+    finish_shard(r, m.shard);  // frees the reserved slot, so that pick_in may take it
+    std::optional<SourcePick> pick;
+    if (src && members_.count(src)) pick = pick_in(members_.at(src), v, m.id);
+    // The reserved source vanished since: like a source failure right after the grant.
+    if (!pick) pick = choose_member(m, v);
+    if (pick) {
+      grant(p, m, v, *pick);
+      return true;
+    }
+    if (has_holder(m, v, m.shard)) {
+      Pending q = p;
+      q.kind = Pending::Kind::kRegrant;
+      q.version = v;
+      pending_.push_back(q);
+      return true;  // answered later as a regrant
+    }
+    reply_err(p.client, p.req, Status::kVersionLost,
+              "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+    return true;
+  }
+  Version v = -1;
+  std::string detail;
+  Status st = resolve(m, p.spec, &v, &detail);
+  if (st != Status::kOk) {
+    reply_err(p.client, p.req, st, detail);
+    return true;
+  }
+  if (v <= p.newer_than) {
+    reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
+    return true;
+  }
+  std::optional<std::string> src = choose_replica(m, v);
+  if (!src) {
+    bool every_shard = true;
+    for (int s = 0; s < m.num_shards && every_shard; ++s) every_shard = has_holder(m, v, s);
+    if (every_shard) return false;  // busy or not yet complete: deferred
+    reply_err(p.client, p.req, Status::kVersionLost,
+              "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+    return true;
+  }
+  const Replica& sr = models_.at(m.model).replicas.at(*src);
+  Transaction t;
+  t.version = v;
+  t.source_replica = *src;
+  r.txn = std::move(t);
+  for (int s = 0; s < m.num_shards; ++s)
+    if (s != m.shard) reserve(*r.txn, s, sr.shards.at(s));
+  SourcePick pick = *pick_in(members_.at(sr.shards.at(m.shard)), v, m.id);
+  finish_shard(r, m.shard);
+  grant(p, m, v, pick);
+  return true;
+}
+
+bool Core::try_regrant(const Pending& p) {
+  Member& m = members_.at(p.member);
+  Version v = p.version;
+  if (auto pick = choose_member(m, v)) {
+    grant(p, m, v, *pick);
+    return true;
+  }
+  if (has_holder(m, v, m.shard)) return false;
+  if (m.buf == Buf::kReceiving) begin_drain(m);  // its partial buffers: readers must finish
+  reply_err(p.client, p.req, Status::kVersionLost,
+            "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+  return true;
+}
+
+void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick) {
+  Member& src = members_.at(pick.member);
+  Lease l;
+  l.id = next_lease_++;
+  l.reader = m.id;
+  l.source = src.id;
+  l.reader_client = m.client;
+  l.version = v;
+  l.from_offload = pick.from_offload;
+  leases_[l.id] = l;
+  leases_by_source_[src.id].insert(l.id);
+  unindex(m);
+  m.buf = Buf::kReceiving;
+  m.version = v;
+  m.own_lease = l.id;
+  index(m);
+  Reply r = make_reply(p.client, p.req);
+  r.version = v;
+  r.lease = l.id;
+  r.source = src.id;
+  r.source_descriptor = pick.from_offload ? src.offloaded.at(v).descriptor : src.descriptor;
+  r.source_partial = pick.partial;
+  reply(std::move(r));
+}
+
+void Core::end_lease(LeaseId id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  Lease l = it->second;
+  leases_.erase(it);
+  if (auto sit = leases_by_source_.find(l.source); sit != leases_by_source_.end()) {
+    sit->second.erase(id);
+    if (sit->second.empty()) leases_by_source_.erase(sit);
+  }
+  if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id)
+    rit->second.own_lease = 0;
+  if (auto sit = members_.find(l.source); sit != members_.end()) check_drain(sit->second);
+}
+
+void Core::cancel_own_lease(Member& m) {
+  if (m.own_lease) end_lease(m.own_lease);
+}
+
+void Core::finish_shard(Replica& r, int shard) {
+  if (!r.txn) return;
+  r.txn->joined.insert(shard);
+  unreserve(*r.txn, shard);
+  if (static_cast<int>(r.txn->joined.size()) >= r.num_shards) r.txn.reset();
+}
+
+void Core::leave_transaction(const Member& m) {
+  Model* md = model_of(m);
+  if (!md) return;
+  auto it = md->replicas.find(m.replica);
+  if (it == md->replicas.end() || !it->second.txn) return;
+  if (!it->second.txn->joined.count(m.shard)) finish_shard(it->second, m.shard);
+}
+
+void Core::on(const TransferDone& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  auto it = leases_.find(e.lease);
+  if (it == leases_.end() || it->second.reader != m->id)
+    return reply_err(e.client, e.req, Status::kState,
+                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
+  Version v = it->second.version;
+  end_lease(e.lease);
+  unindex(*m);
+  m->buf = Buf::kHolding;
+  m->version = v;
+  index(*m);
+  Reply r = make_reply(e.client, e.req);
+  r.version = v;
+  reply(std::move(r));
+}
+
+void Core::mark_failed(MemberId id, bool from_offload, Version v) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  Member& s = it->second;
+  unindex(s);
+  if (from_offload) {
+    if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
+  } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
+    cancel_own_lease(s);
+    // A regrant it waits for is answered: its own partial data is now considered failed.
+    for (size_t i = 0; i < pending_.size();) {
+      if (pending_[i].member != id) {
+        ++i;
+        continue;
+      }
+      reply_err(pending_[i].client, pending_[i].req, Status::kTransport,
+                "this member was reported failed by a reader; unpublish, then replicate again");
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+    s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
+  }
+  index(s);
+  check_drain(s);
+}
+
+void Core::on(const SourceFailed& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  auto it = leases_.find(e.lease);
+  if (it == leases_.end() || it->second.reader != m->id)
+    return reply_err(e.client, e.req, Status::kState,
+                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
+  Lease l = it->second;
+  end_lease(l.id);
+  mark_failed(l.source, l.from_offload, l.version);
+  Pending p;
+  p.kind = Pending::Kind::kRegrant;
+  p.client = e.client;
+  p.req = e.req;
+  p.member = e.member;
+  p.version = l.version;
+  if (!try_regrant(p)) pending_.push_back(p);
+}
+
+void Core::wake() {
+  bool progress = true;
+  while (progress && !pending_.empty()) {
+    progress = false;
+    for (size_t i = 0; i < pending_.size();) {
+      Pending p = pending_[i];
+      if (!members_.count(p.member)) {
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        continue;
+      }
+      bool done = p.kind == Pending::Kind::kRegrant ? try_regrant(p) : try_replicate(p);
+      if (done) {
+        // try_* may have appended; the answered entry is still at i
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        progress = true;
+      } else {
+        ++i;
+      }
+    }
+  }
+}
+
+}  // namespace thub::sched::detail

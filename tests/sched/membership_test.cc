@@ -1,0 +1,66 @@
+// Membership: heartbeats, deadlines, disconnect, and what a removed client leaves behind.
+#include "tests/sched/harness.h"
+
+namespace thub::sched::testing {
+namespace {
+
+TEST(MembershipTest, MissedHeartbeatDropsClient) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  MemberId r = h.open(2, "pol", "r");
+  h.advance(600);
+  h.send(Heartbeat{2});
+  h.advance(600);
+  h.send(Tick{});
+  auto drops = h.all<Drop>();
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].client, 1u);
+  EXPECT_EQ(h.replicate_now(2, r, 1)->status, Status::kVersionLost);
+}
+
+TEST(MembershipTest, WaiterGetsVersionLostWhenLastHolderVanishes) {
+  Harness h(Config{5'000'000, 1, false});
+  h.connect(1);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  h.connect(2);
+  MemberId r1 = h.open(2, "pol", "r1");
+  h.connect(3);
+  MemberId r2 = h.open(3, "pol", "r2");
+  auto g = h.replicate_now(2, r1, 1);
+  RequestId q = h.replicate(3, r2, 1);
+  EXPECT_FALSE(h.reply_to(3, q));
+  h.send(Disconnect{1});
+  EXPECT_FALSE(h.reply_to(3, q));  // r1 (receiving) will hold v1 when its transfer ends
+  RequestId f = h.failed(2, r1, g->lease);
+  EXPECT_EQ(h.reply_to(2, f)->status, Status::kVersionLost);
+  EXPECT_EQ(h.reply_to(3, q)->status, Status::kVersionLost);
+}
+
+TEST(MembershipTest, RequestForOtherClientsMemberIsArg) {
+  Harness h;
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t");
+  EXPECT_EQ(h.publish(2, t, 1), Status::kArg);
+}
+
+TEST(MembershipTest, DisconnectReleasesReaderLeases) {
+  Harness h;
+  h.connect(1);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  h.connect(2);
+  MemberId r = h.open(2, "pol", "r");
+  h.replicate_now(2, r, 1);
+  RequestId u = h.unpublish(1, t);
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.send(Disconnect{2});
+  EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
+}
+
+}  // namespace
+}  // namespace thub::sched::testing

@@ -270,6 +270,23 @@ int THUB_Test(THUB_Request *req, int *done, int64_t *got);
  */
 int THUB_Wait(THUB_Request *req, int64_t *got);
 
+/**
+ * @brief Read one counter of a model (an addition to API.md, in the spirit of MPI_T).
+ *
+ * Keys: `held_version` (-1 when none), `bytes_held` (bytes of the current or last transfer
+ * that this shard holds, i.e. its progress counter), `total_bytes` (size of the shard),
+ * `replications` (completed replicates/updates), `partial_sources` (grants whose source was
+ * itself still receiving: pipeline replication), `source_failures` (sources that failed
+ * mid-transfer and were replaced), `counter_reads` (remote progress-counter reads in the last
+ * transfer), `gets` (RMA gets in the last transfer).
+ * @param[in]  m     the model
+ * @param[in]  key   one of the keys above
+ * @param[out] value the counter
+ * @return THUB_SUCCESS, THUB_ERR_ARG (invalid handle, NULL, unknown key).
+ * May be called from any thread, also while a nonblocking request runs on @p m.
+ */
+int THUB_Model_stat(THUB_Model m, const char *key, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif

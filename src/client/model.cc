@@ -119,10 +119,28 @@ Code Model::update(int64_t spec, int64_t* got) {
     *got = replicate(spec);
     return Code::kSuccess;
   }
+  // Ask whether something newer exists while still holding (and serving) the old version.
   bool not_updated = false;
-  int64_t v = transfer(spec, held_, &not_updated);
-  *got = not_updated ? held_ : v;
-  return not_updated ? Code::kNotUpdated : Code::kSuccess;
+  const auto& cfg = ctx_.config();
+  sched::Replicate probe{0, 0, member_, spec, held_, table_.layout_hash(), descriptor()};
+  sched::Reply r = ctx_.registry().call(probe, cfg.timeout_ms);
+  if (r.status == sched::Status::kNotUpdated) {
+    *got = held_;
+    return Code::kNotUpdated;
+  }
+  if (r.status != sched::Status::kState) raise(static_cast<int>(r.status), "update", r.detail);
+  // Something newer exists: drain the readers of the old version, then fetch the new one.
+  int64_t old = held_;
+  unpublish();
+  int64_t v = transfer(spec, old, &not_updated);
+  if (not_updated) {
+    // The newer version vanished in between; our buffers are untouched, so serve the old one again.
+    publish(old);
+    *got = old;
+    return Code::kNotUpdated;
+  }
+  *got = v;
+  return Code::kSuccess;
 }
 
 int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
@@ -179,7 +197,8 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     ts.max_inflight = cfg.max_inflight;
     ts.stall_timeout_us = cfg.stall_timeout_ms * 1000;
     TransferResult res = start_transfer(ctx_.worker(), std::move(ts)).get();
-    stats_.last = res.stats;
+    stats_.counter_reads = res.stats.counter_reads;
+    stats_.gets = res.stats.gets;
     have = res.held;
     if (res.code == Code::kSuccess) {
       sched::Reply d = reg.call(sched::TransferDone{0, 0, member_, lease}, cfg.timeout_ms);
@@ -212,6 +231,20 @@ void Model::unpublish() {
   published_ = false;
   held_ = -1;
   counter_->store(0, std::memory_order_release);
+}
+
+bool Model::stat(const std::string& key, int64_t* value) const {
+  auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
+  if (key == "held_version") *value = held_;
+  else if (key == "bytes_held") *value = counter_ ? u(counter_->load(std::memory_order_acquire)) : 0;
+  else if (key == "total_bytes") *value = u(table_.total_bytes());
+  else if (key == "replications") *value = u(stats_.replications);
+  else if (key == "partial_sources") *value = u(stats_.partial_sources);
+  else if (key == "source_failures") *value = u(stats_.source_failures);
+  else if (key == "counter_reads") *value = u(stats_.counter_reads);
+  else if (key == "gets") *value = u(stats_.gets);
+  else return false;
+  return true;
 }
 
 void Model::close() {

@@ -21,11 +21,12 @@ namespace thub::client {
 
 class Context;
 
-struct ModelStats {
-  uint64_t replications = 0;
-  uint64_t partial_sources = 0;   // grants whose source was still receiving
-  uint64_t source_failures = 0;   // sources that failed mid-transfer (resumed elsewhere)
-  TransferStats last;             // the last transfer's counters
+struct ModelStats {               // written by the operation's thread, read by any
+  std::atomic<uint64_t> replications{0};
+  std::atomic<uint64_t> partial_sources{0};  // grants whose source was still receiving
+  std::atomic<uint64_t> source_failures{0};  // sources that failed mid-transfer (resumed elsewhere)
+  std::atomic<uint64_t> counter_reads{0};    // the last transfer's remote counter reads
+  std::atomic<uint64_t> gets{0};             // the last transfer's RMA gets
 };
 
 class Model {
@@ -45,7 +46,8 @@ class Model {
   void close();
 
   [[nodiscard]] int64_t held_version() const { return held_; }
-  [[nodiscard]] const ModelStats& stats() const { return stats_; }
+  // THUB_Model_stat: thread-safe reads of the counters; false for an unknown key.
+  bool stat(const std::string& key, int64_t* value) const;
   [[nodiscard]] Context& context() { return ctx_; }
   [[nodiscard]] const std::string& name() const { return model_; }
 
@@ -62,7 +64,7 @@ class Model {
   TensorTable table_;
   bool frozen_ = false;
   bool published_ = false;   // the registry counts us as a holder of held_
-  int64_t held_ = -1;
+  std::atomic<int64_t> held_{-1};
   std::vector<std::unique_ptr<transport::MemoryRegion>> regions_;  // per tensor (null: 0 bytes)
   std::unique_ptr<std::atomic<uint64_t>> counter_;
   std::unique_ptr<transport::MemoryRegion> counter_region_;

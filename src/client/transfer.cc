@@ -131,9 +131,8 @@ void Job::pump() {
     if (inflight_ == 0 && !counter_pending_) finish();
     return;
   }
-  if (!hashes_ready_) return;
   const auto& tensors = s_.local->tensors();
-  while (inflight_ < s_.max_inflight && issued_ < ready_) {
+  while (hashes_ready_ && inflight_ < s_.max_inflight && issued_ < ready_) {
     size_t ti = s_.local->find(issued_);
     const Tensor& t = tensors[ti];
     uint64_t in = issued_ - t.offset;

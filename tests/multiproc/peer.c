@@ -1,0 +1,201 @@
+/* thub_peer: a TensorHub process driven line by line over stdin/stdout, so that tests can
+ * start real processes and order their steps without sleeps. Written in C99 against the
+ * public header only (it doubles as the "outside program" of API.md).
+ *
+ * Commands (one per line; each answers one line "ok ..." or "err <code> <detail>"):
+ *   init [key=value ...]            THUB_Init with those info keys; ok <registry address>
+ *   open MODEL REPLICA SHARD N [k=v ...]
+ *   tensors SIZE[,SIZE...]          allocate and register tensors t0, t1, ... (host memory)
+ *   register NAME SIZE              register one more tensor
+ *   fill SEED                       fill every tensor with a pattern of SEED
+ *   check SEED                      compare every byte with the pattern of SEED
+ *   publish V | replicate V | update V | unpublish | close | finalize
+ *   ireplicate V | test | wait      the nonblocking variant
+ *   stat KEY                        THUB_Model_stat
+ *   quit
+ * V is a number, "latest" or "latest-K".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensorhub/tensorhub.h>
+
+#define MAX_TENSORS 4096
+
+static THUB_Context ctx = THUB_CONTEXT_NULL;
+static THUB_Model model = THUB_MODEL_NULL;
+static THUB_Request req = THUB_REQUEST_NULL;
+static unsigned char *bufs[MAX_TENSORS];
+static size_t sizes[MAX_TENSORS];
+static int ntensors = 0;
+
+static void reply_status(int st, const char *extra) {
+  if (st >= 0) {
+    printf("ok%s%s\n", extra && *extra ? " " : "", extra ? extra : "");
+  } else {
+    char detail[1024];
+    if (THUB_Last_error(ctx, detail, sizeof detail) != THUB_SUCCESS) detail[0] = '\0';
+    printf("err %d %s | %s\n", st, THUB_Error_string(st), detail);
+  }
+  fflush(stdout);
+}
+
+static int64_t parse_version(const char *s) {
+  if (!s) return THUB_LATEST;
+  if (strcmp(s, "latest") == 0) return THUB_LATEST;
+  if (strncmp(s, "latest-", 7) == 0) return THUB_LATEST_MINUS(atoll(s + 7));
+  return (int64_t)atoll(s);
+}
+
+static unsigned char pattern(uint64_t seed, int t, size_t i) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + (uint64_t)t * 0xBF58476D1CE4E5B9ull + i;
+  x ^= x >> 29;
+  x *= 0x94D049BB133111EBull;
+  return (unsigned char)(x >> 32);
+}
+
+static int info_from_args(char *rest, THUB_Info *info) {
+  char *kv;
+  *info = THUB_INFO_NULL;
+  while ((kv = strtok(rest, " \n")) != NULL) {
+    char *eq = strchr(kv, '=');
+    rest = NULL;
+    if (!eq) continue;
+    *eq = '\0';
+    if (*info == THUB_INFO_NULL) THUB_Info_create(info);
+    THUB_Info_set(*info, kv, eq + 1);
+  }
+  return 0;
+}
+
+static void add_tensor(const char *name, size_t size) {
+  unsigned char *p = size ? malloc(size) : NULL;
+  if (size && !p) {
+    printf("err -8 malloc\n");
+    fflush(stdout);
+    return;
+  }
+  if (size) memset(p, 0, size);
+  int st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
+  if (st == THUB_SUCCESS && ntensors < MAX_TENSORS) {
+    bufs[ntensors] = p;
+    sizes[ntensors] = size;
+    ntensors++;
+  } else {
+    free(p);
+  }
+  reply_status(st, NULL);
+}
+
+int main(void) {
+  char line[65536];
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  while (fgets(line, sizeof line, stdin)) {
+    char *cmd = strtok(line, " \n");
+    char out[512];
+    if (!cmd) continue;
+    if (strcmp(cmd, "init") == 0) {
+      THUB_Info info;
+      info_from_args(strtok(NULL, ""), &info);
+      int st = THUB_Init(info, &ctx);
+      if (info != THUB_INFO_NULL) THUB_Info_free(&info);
+      char addr[256] = "";
+      if (st == THUB_SUCCESS) THUB_Registry_address(ctx, addr, sizeof addr);
+      reply_status(st, addr);
+    } else if (strcmp(cmd, "open") == 0) {
+      char *m = strtok(NULL, " \n"), *r = strtok(NULL, " \n"), *s = strtok(NULL, " \n"), *n = strtok(NULL, " \n");
+      THUB_Info info;
+      info_from_args(strtok(NULL, ""), &info);
+      int st = THUB_Open(ctx, m ? m : "", r ? r : "", s ? atoi(s) : 0, n ? atoi(n) : 1, info, &model);
+      if (info != THUB_INFO_NULL) THUB_Info_free(&info);
+      reply_status(st, NULL);
+    } else if (strcmp(cmd, "tensors") == 0) {
+      char *list = strtok(NULL, " \n");
+      char *tok, *save = NULL;
+      int st = THUB_SUCCESS;
+      for (tok = strtok_r(list, ",", &save); tok && st == THUB_SUCCESS; tok = strtok_r(NULL, ",", &save)) {
+        char name[32];
+        size_t size = (size_t)strtoull(tok, NULL, 10);
+        unsigned char *p = size ? malloc(size) : NULL;
+        if (size) memset(p, 0, size);
+        snprintf(name, sizeof name, "t%d", ntensors);
+        st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
+        if (st == THUB_SUCCESS) {
+          bufs[ntensors] = p;
+          sizes[ntensors] = size;
+          ntensors++;
+        } else {
+          free(p);
+        }
+      }
+      reply_status(st, NULL);
+    } else if (strcmp(cmd, "register") == 0) {
+      char *name = strtok(NULL, " \n"), *size = strtok(NULL, " \n");
+      add_tensor(name ? name : "", size ? (size_t)strtoull(size, NULL, 10) : 0);
+    } else if (strcmp(cmd, "fill") == 0 || strcmp(cmd, "check") == 0) {
+      char *s = strtok(NULL, " \n");
+      uint64_t seed = s ? strtoull(s, NULL, 10) : 0;
+      int t, bad = 0;
+      for (t = 0; t < ntensors && !bad; t++) {
+        size_t i;
+        for (i = 0; i < sizes[t]; i++) {
+          if (cmd[0] == 'f') {
+            bufs[t][i] = pattern(seed, t, i);
+          } else if (bufs[t][i] != pattern(seed, t, i)) {
+            snprintf(out, sizeof out, "err 1 mismatch tensor %d byte %zu", t, i);
+            bad = 1;
+            break;
+          }
+        }
+      }
+      if (bad) {
+        printf("%s\n", out);
+        fflush(stdout);
+      } else {
+        reply_status(THUB_SUCCESS, NULL);
+      }
+    } else if (strcmp(cmd, "publish") == 0) {
+      reply_status(THUB_Publish(model, parse_version(strtok(NULL, " \n"))), NULL);
+    } else if (strcmp(cmd, "replicate") == 0 || strcmp(cmd, "update") == 0) {
+      int64_t got = -1;
+      int64_t v = parse_version(strtok(NULL, " \n"));
+      int st = cmd[0] == 'r' ? THUB_Replicate(model, v, &got) : THUB_Update(model, v, &got);
+      snprintf(out, sizeof out, "%d %" PRId64, st, got);
+      reply_status(st, out);
+    } else if (strcmp(cmd, "ireplicate") == 0) {
+      reply_status(THUB_Ireplicate(model, parse_version(strtok(NULL, " \n")), &req), NULL);
+    } else if (strcmp(cmd, "test") == 0) {
+      int done = 0;
+      int64_t got = -1;
+      int st = THUB_Test(&req, &done, &got);
+      snprintf(out, sizeof out, "%d %" PRId64, done, got);
+      reply_status(st, out);
+    } else if (strcmp(cmd, "wait") == 0) {
+      int64_t got = -1;
+      int st = THUB_Wait(&req, &got);
+      snprintf(out, sizeof out, "%d %" PRId64, st, got);
+      reply_status(st, out);
+    } else if (strcmp(cmd, "unpublish") == 0) {
+      reply_status(THUB_Unpublish(model), NULL);
+    } else if (strcmp(cmd, "stat") == 0) {
+      int64_t v = 0;
+      int st = THUB_Model_stat(model, strtok(NULL, " \n"), &v);
+      snprintf(out, sizeof out, "%" PRId64, v);
+      reply_status(st, out);
+    } else if (strcmp(cmd, "close") == 0) {
+      reply_status(THUB_Close(&model), NULL);
+    } else if (strcmp(cmd, "finalize") == 0) {
+      reply_status(THUB_Finalize(&ctx), NULL);
+    } else if (strcmp(cmd, "quit") == 0) {
+      break;
+    } else {
+      printf("err -1 unknown command '%s'\n", cmd);
+      fflush(stdout);
+    }
+  }
+  if (ctx != THUB_CONTEXT_NULL) THUB_Finalize(&ctx);
+  return 0;
+}

@@ -46,7 +46,9 @@ Site site_of(hwloc_topology_t topo, hwloc_obj_t obj) {
       hwloc_obj_type_is_io(obj->type) ? hwloc_get_non_io_ancestor_obj(topo, obj) : obj;
   if (cpu_side != nullptr && cpu_side->nodeset != nullptr) {
     unsigned node;
-    hwloc_bitmap_foreach_begin(node, cpu_side->nodeset) { site.numa.push_back(static_cast<int>(node)); }
+    hwloc_bitmap_foreach_begin(node, cpu_side->nodeset) {
+      site.numa.push_back(static_cast<int>(node));
+    }
     hwloc_bitmap_foreach_end();
     site.package = package_of(cpu_side);
   }
@@ -71,17 +73,19 @@ int cuda_index(hwloc_obj_t pcidev) {
   int nvml = -1;
   for (hwloc_obj_t c = pcidev->io_first_child; c != nullptr; c = c->next_sibling) {
     if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
+    if (c->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU &&
+        c->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC) {
+      continue;
+    }
     if (std::strncmp(c->name, "cuda", 4) == 0) return std::atoi(c->name + 4);
     if (std::strncmp(c->name, "nvml", 4) == 0) nvml = std::atoi(c->name + 4);
   }
   return nvml;
 }
 
-bool is_nvidia_gpu(hwloc_obj_t pcidev) {
+bool nvidia_display_class(hwloc_obj_t pcidev) {
   const hwloc_obj_attr_u::hwloc_pcidev_attr_s& p = pcidev->attr->pcidev;
-  const bool by_class = p.vendor_id == kVendorNvidia &&
-                        (p.class_id == kClass3d || p.class_id == kClassVga);
-  return by_class || cuda_index(pcidev) >= 0;
+  return p.vendor_id == kVendorNvidia && (p.class_id == kClass3d || p.class_id == kClassVga);
 }
 
 // UCX names a port; take the first active one hwloc reports (infos "Port<N>State"), else 1.
@@ -118,12 +122,13 @@ void detect_gpus(hwloc_topology_t topo, MachineModel* m) {
   std::vector<Found> found;  // in PCI order, as hwloc walks the tree
   for (hwloc_obj_t p = hwloc_get_next_pcidev(topo, nullptr); p != nullptr;
        p = hwloc_get_next_pcidev(topo, p)) {
-    if (!is_nvidia_gpu(p)) continue;
+    const int cuda = cuda_index(p);
+    if (!nvidia_display_class(p) && cuda < 0) continue;
     Site site = site_of(topo, p);
     Gpu gpu;
     gpu.pci_bus = pci_bus_of(p);
     gpu.numa = single_numa(site);
-    found.push_back({gpu, std::move(site), cuda_index(p)});
+    found.push_back({gpu, std::move(site), cuda});
   }
   // CUDA's numbering when hwloc knows it for every GPU; else PCI order, which is CUDA's with
   // CUDA_DEVICE_ORDER=PCI_BUS_ID and, for identical GPUs, its default too.

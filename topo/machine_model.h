@@ -38,7 +38,7 @@ struct NumaNode {
 };
 
 struct MachineModel {
-  std::string source;  // "this machine (hostname)" or "hwloc XML <path> (hostname)"
+  std::string source;  // "this machine (host vm)", "hwloc XML <path> (host hgx-h100)"
   std::vector<NumaNode> numa_nodes;  // ascending id
   std::vector<Nic> nics;             // in hwloc's tree order, which is PCI order
   std::vector<Site> nic_sites;       // nic_sites[i] is where nics[i] hangs

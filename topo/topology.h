@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace thub::topo {
@@ -14,6 +15,7 @@ struct Nic {
   bool rdma = false;    // an OpenFabrics (verbs) device
   int numa = -1;        // NUMA node it hangs off, -1 unknown
   std::string pci_bus;  // "0000:17:00.0", empty for virtual devices
+  int port = 1;         // RDMA: the port UCX uses ("mlx5_0:1"), the first active one
 };
 
 struct Gpu {
@@ -26,6 +28,10 @@ struct Location {         // where a buffer lives
   bool gpu = false;
   int numa = -1;          // host memory: its NUMA node (-1: any)
   std::string pci_bus;    // GPU memory: the GPU's PCI bus id
+
+  static Location host(int numa_node) { return Location{false, numa_node, {}}; }
+  // Any spelling of the bus id: "0000:17:00.0", "00000000:17:00.0" (nvidia-smi), "17:00.0".
+  static Location gpu_at(std::string bus) { return Location{true, -1, std::move(bus)}; }
 };
 
 class Topology {
@@ -40,11 +46,24 @@ class Topology {
   virtual const std::vector<Nic>& nics() const = 0;
   virtual const std::vector<Gpu>& gpus() const = 0;
   virtual int numa_nodes() const = 0;
-  // NICs nearest to `loc`, best first (RDMA before plain network at equal distance).
+  // NICs nearest to `loc`, best first (RDMA before plain network at equal distance): those
+  // at the smallest distance only. GPU: by the PCI path between GPU and NIC in the hwloc
+  // tree (same PCI switch < same host bridge < same NUMA node < same package < system);
+  // host memory: NICs of that NUMA node, else of its package, else all; numa -1: all.
+  // A GPU bus id that is not known falls back to `loc.numa`.
   virtual std::vector<Nic> nearest_nics(const Location& loc) const = 0;
-  // The value for UCX_NET_DEVICES for a worker serving `loc` ("" = let UCX choose).
+  // The value for UCX_NET_DEVICES for a worker serving `loc` ("" = let UCX choose): the
+  // nearest RDMA NICs ("mlx5_0:1,mlx5_1:1") when the machine has any, since a far RDMA NIC
+  // beats a near TCP one; else the nearest plain network devices ("eth0").
   virtual std::string ucx_net_devices(const Location& loc) const = 0;
   virtual std::string describe() const = 0;
+
+  // Added with the hwloc implementation; not pure, so fakes in other layers' tests still
+  // compile. The NUMA node ids (numactl's numbering), ascending.
+  virtual std::vector<int> numa_ids() const;
+  // How close nearest_nics(loc) are: "PCI switch", "host bridge", "NUMA node", "package",
+  // "system"; "" when no NIC is known.
+  virtual std::string proximity(const Location& loc) const { return {}; }
 };
 
 }  // namespace thub::topo

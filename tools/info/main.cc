@@ -1,0 +1,89 @@
+// tensorhub-info: what TensorHub sees on this machine. One section per flag; with no
+// section flag, every section this build has. Add a section by adding a row to kSections.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/info/print_topology.h"
+#include "topo/topology.h"
+
+namespace {
+
+struct Options {
+  std::string xml;  // --xml FILE: a recorded hwloc topology instead of this machine
+};
+
+int topology_section(const Options& opt) {
+  std::string err;
+  auto topology = opt.xml.empty() ? thub::topo::Topology::load_default(&err)
+                                  : thub::topo::Topology::load_xml(opt.xml, &err);
+  if (!err.empty()) {
+    std::cerr << "tensorhub-info: " << err << "\n";
+    return 1;
+  }
+  thub::info::print_topology(std::cout, *topology);
+  return 0;
+}
+
+struct Section {
+  const char* flag;
+  const char* help;
+  int (*run)(const Options&);
+};
+
+// Later: {"--ucx", "UCX transports and memory types", ucx_section},
+//        {"--registry", "the registry's models and versions", registry_section}.
+const Section kSections[] = {
+    {"--topology", "NUMA nodes, GPUs, NICs and the NIC chosen per GPU / NUMA node",
+     topology_section},
+};
+
+void usage(std::ostream& out) {
+  out << "usage: tensorhub-info [SECTION...] [--xml FILE]\n"
+         "With no SECTION, prints every section.\n";
+  for (const Section& s : kSections) out << "  " << s.flag << "\t" << s.help << "\n";
+  out << "  --xml FILE\tuse this hwloc XML topology (default: $TENSORHUB_TOPOLOGY_XML, else\n"
+         "\t\tthis machine)\n"
+         "  --help\tthis text\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  std::vector<const Section*> chosen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(std::cout);
+      return 0;
+    }
+    if (arg == "--xml") {
+      if (i + 1 >= argc) {
+        std::cerr << "tensorhub-info: --xml needs a file\n";
+        return 2;
+      }
+      opt.xml = argv[++i];
+      continue;
+    }
+    const Section* found = nullptr;
+    for (const Section& s : kSections) {
+      if (arg == s.flag) found = &s;
+    }
+    if (found == nullptr) {
+      std::cerr << "tensorhub-info: unknown argument '" << arg << "'\n";
+      usage(std::cerr);
+      return 2;
+    }
+    chosen.push_back(found);
+  }
+  if (chosen.empty()) {
+    for (const Section& s : kSections) chosen.push_back(&s);
+  }
+  int rc = 0;
+  for (const Section* s : chosen) {
+    if (s->run(opt) != 0) rc = 1;
+  }
+  return rc;
+}

@@ -1,0 +1,71 @@
+// Shared set-up of the multi-process tests: a trainer that publishes and rollouts that
+// replicate, each a real thub_peer process.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/multiproc/peer_process.h"
+
+namespace thub::test {
+
+// Layout with a 0-byte tensor, tiny ones and large ones that span several chunks.
+inline const char* kLayout = "4194304,0,100,1,9000000,65536,3000001";
+
+struct Cluster {
+  std::map<std::string, std::string> env;
+  std::unique_ptr<PeerProcess> trainer;
+  std::string registry;
+  std::vector<std::unique_ptr<PeerProcess>> rollouts;
+
+  explicit Cluster(std::map<std::string, std::string> e = {}) : env(std::move(e)) {
+    env.emplace("TENSORHUB_VERIFY", "1");
+  }
+
+  // Starts the trainer (embedded registry), registers `layout`, fills with `seed`, publishes `version`.
+  void start_trainer(const std::string& layout, int seed, int version, const std::string& init_args = "") {
+    trainer = std::make_unique<PeerProcess>(env);
+    std::string r = trainer->cmd("init " + init_args);
+    ASSERT_TRUE(ok(r)) << r;
+    registry = word(r, 1);
+    ASSERT_FALSE(registry.empty());
+    ASSERT_TRUE(ok(trainer->cmd("open policy trainer 0 1"))) << "open";
+    ASSERT_TRUE(ok(trainer->cmd("tensors " + layout)));
+    ASSERT_TRUE(ok(trainer->cmd("fill " + std::to_string(seed))));
+    r = trainer->cmd("publish " + std::to_string(version));
+    ASSERT_TRUE(ok(r)) << r;
+  }
+
+  // Starts a rollout connected to the trainer's registry, opened and registered.
+  PeerProcess& add_rollout(const std::string& name, const std::string& layout, const std::string& open_args = "",
+                           const std::string& init_args = "") {
+    auto e = env;
+    e["TENSORHUB_REGISTRY"] = registry;
+    rollouts.push_back(std::make_unique<PeerProcess>(e));
+    PeerProcess& p = *rollouts.back();
+    std::string r = p.cmd("init " + init_args);
+    EXPECT_TRUE(ok(r)) << r;
+    r = p.cmd("open policy " + name + " 0 1 " + open_args);
+    EXPECT_TRUE(ok(r)) << r;
+    r = p.cmd("tensors " + layout);
+    EXPECT_TRUE(ok(r)) << r;
+    return p;
+  }
+};
+
+// Polls a peer's counter until `pred` holds (a state condition, not a time limit: gives up
+// only after `tries` polls so that a broken build fails instead of hanging).
+template <typename Pred>
+bool wait_for_stat(PeerProcess& p, const std::string& key, Pred pred, int tries = 20000) {
+  for (int i = 0; i < tries; ++i) {
+    std::string r = p.cmd("stat " + key);
+    if (ok(r) && pred(std::stoll(word(r, 1)))) return true;
+  }
+  return false;
+}
+
+}  // namespace thub::test

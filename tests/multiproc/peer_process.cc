@@ -1,0 +1,113 @@
+#include "tests/multiproc/peer_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#ifndef THUB_PEER_PATH
+#error "THUB_PEER_PATH must name the thub_peer executable"
+#endif
+
+namespace thub::test {
+
+PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) {
+  int to_child[2], from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork");
+  if (pid_ == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execl(THUB_PEER_PATH, "thub_peer", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  in_ = to_child[1];
+  out_ = from_child[0];
+}
+
+PeerProcess::~PeerProcess() {
+  if (in_ >= 0) {
+    [[maybe_unused]] ssize_t n = write(in_, "quit\n", 5);
+    close(in_);
+  }
+  // Give it a moment to finalize; then make sure it is gone.
+  int status = 0;
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      break;
+    }
+    poll(nullptr, 0, 50);
+  }
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
+  if (out_ >= 0) close(out_);
+}
+
+void PeerProcess::send(const std::string& line) {
+  std::string l = line + "\n";
+  if (write(in_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) throw std::runtime_error("write to peer");
+}
+
+bool PeerProcess::reply_ready(int ms) {
+  if (buf_.find('\n') != std::string::npos) return true;
+  pollfd p{out_, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return false;
+  char tmp[4096];
+  ssize_t n = read(out_, tmp, sizeof tmp);
+  if (n > 0) buf_.append(tmp, static_cast<size_t>(n));
+  return buf_.find('\n') != std::string::npos;
+}
+
+std::string PeerProcess::reply(int timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (buf_.find('\n') == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "timeout";
+    pollfd p{out_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char tmp[4096];
+    ssize_t n = read(out_, tmp, sizeof tmp);
+    if (n <= 0) return "eof";
+    buf_.append(tmp, static_cast<size_t>(n));
+  }
+  size_t nl = buf_.find('\n');
+  std::string line = buf_.substr(0, nl);
+  buf_.erase(0, nl + 1);
+  return line;
+}
+
+std::string PeerProcess::cmd(const std::string& line, int timeout_s) {
+  send(line);
+  return reply(timeout_s);
+}
+
+std::string word(const std::string& reply, int n) {
+  std::istringstream is(reply);
+  std::string w;
+  for (int i = 0; i <= n; ++i) {
+    if (!(is >> w)) return {};
+  }
+  return w;
+}
+
+bool ok(const std::string& reply) { return reply.rfind("ok", 0) == 0; }
+
+int status_of(const std::string& reply) {
+  if (ok(reply)) return 0;
+  if (reply.rfind("err ", 0) != 0) return -1000;
+  return std::atoi(word(reply, 1).c_str());
+}
+
+}  // namespace thub::test

@@ -17,6 +17,7 @@
 namespace thub::test {
 
 PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) {
+  ::signal(SIGPIPE, SIG_IGN);  // a dead peer shows as "eof", not as a dead test
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   pid_ = fork();

@@ -1,0 +1,88 @@
+// Pipeline replication: a replica that holds only part of a version already serves that
+// part through its progress counter, and a reader of a partial source that dies resumes
+// from another source.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/multiproc/cluster.h"
+
+namespace thub::test {
+namespace {
+
+// 2 x 32 MiB in 64 KiB chunks with one get in flight: long enough to catch mid-transfer.
+const std::map<std::string, std::string> kSlow = {{"TENSORHUB_CHUNK_SIZE", "65536"},
+                                                  {"TENSORHUB_MAX_INFLIGHT", "1"}};
+const std::string kBig = "33554432,33554432,0,4096";
+
+int64_t stat(PeerProcess& p, const std::string& key) {
+  std::string r = p.cmd("stat " + key);
+  EXPECT_TRUE(ok(r)) << r;
+  return std::stoll(word(r, 1));
+}
+
+TEST(PipelineTest, FourReplicatorsAtOnceAndOneReadsAPartialSource) {
+  Cluster c(kSlow);
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 31, 1));
+  for (int i = 0; i < 4; ++i) c.add_rollout("r" + std::to_string(i), kBig);
+  for (auto& r : c.rollouts) r->send("ireplicate latest");
+  for (auto& r : c.rollouts) ASSERT_TRUE(ok(r->reply()));
+  int64_t partial = 0;
+  for (auto& r : c.rollouts) {
+    std::string w = r->cmd("wait");
+    ASSERT_TRUE(ok(w)) << w;
+    EXPECT_TRUE(ok(r->cmd("check 31")));
+    partial += stat(*r, "partial_sources");
+  }
+  // One source serves one reader at a time, so three of the four chain off replicas
+  // that are still receiving.
+  EXPECT_GE(partial, 1);
+}
+
+TEST(PipelineTest, ReaderOfAPartialSourceFollowsItsCounter) {
+  Cluster c(kSlow);
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 41, 1));
+  PeerProcess& first = c.add_rollout("first", kBig);
+  PeerProcess& second = c.add_rollout("second", kBig);
+  ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
+  // The trainer is busy with `first`; `second` is sent to `first`, which holds a prefix.
+  ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
+  std::string w = second.cmd("wait");
+  ASSERT_TRUE(ok(w)) << w;
+  ASSERT_TRUE(ok(first.cmd("wait")));
+  EXPECT_TRUE(ok(second.cmd("check 41")));
+  EXPECT_EQ(stat(second, "partial_sources"), 1);
+  EXPECT_GT(stat(second, "counter_reads"), 0);
+}
+
+TEST(PipelineTest, KilledPartialSourceIsReplacedAndTheReaderFinishesByteExact) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 51, 1));
+  // The victim receives slowly (4 KiB gets, one at a time), the reader at full speed, so the
+  // reader catches up with the victim's counter and follows it.
+  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
+  PeerProcess& reader = c.add_rollout("reader", kBig);
+  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
+  victim.signal(SIGSTOP);
+  // The reader stops growing below the total: its only source holds just a prefix.
+  int64_t total = stat(reader, "total_bytes"), last = -1, now = 0;
+  for (int i = 0; i < 200 && now != last; ++i) {
+    last = now;
+    std::string r = reader.cmd("stat bytes_held");
+    now = std::stoll(word(r, 1));
+    if (now != last) i = 0;
+  }
+  ASSERT_LT(now, total) << "the victim finished before it could be stopped";
+  victim.signal(SIGKILL);
+  std::string w = reader.cmd("wait");
+  ASSERT_TRUE(ok(w)) << w;
+  EXPECT_TRUE(ok(reader.cmd("check 51")));
+  EXPECT_EQ(stat(reader, "partial_sources"), 1);
+  EXPECT_GE(stat(reader, "source_failures"), 1);
+}
+
+}  // namespace
+}  // namespace thub::test

@@ -31,7 +31,8 @@ bool Core::needs_offload(const Member& m) const {
     for (MemberId id : hit->second) {
       if (id == m.id) continue;
       const Member& h = members_.at(id);
-      if (h.spot) continue;  // spot replicas never count towards retention
+      if (h.spot || h.shard != m.shard || h.num_shards != m.num_shards)
+        continue;  // spot replicas never count towards retention; other shards hold other data
       if ((h.buf == Buf::kHolding && h.version == m.version) || serves_offload(h, m.version))
         return false;
     }

@@ -5,6 +5,8 @@
 // registry restarts. Everything runs on one event queue in virtual time with one RNG.
 #include "tests/sched/simulation.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -261,6 +263,11 @@ class World {
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
     Actor& a = actors_[i];
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld %s/%d op%d round %d(cur %d) -> %d v%lld src %llu\n",
+                   static_cast<long long>(now_), a.replica.c_str(), s, static_cast<int>(out.op),
+                   out.round, a.round, static_cast<int>(rep.status),
+                   static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source));
     Shard& sh = a.sh[s];
     if (out.op == Op::kOpen && rep.status == Status::kOk) {
       owner_[rep.member] = {i, s};
@@ -352,6 +359,11 @@ class World {
     Out out = sh.out.at(rep.req);
     sh.out.erase(rep.req);
     bool ok = rep.status == Status::kOk;
+    if (rep.status == Status::kState && rep.detail.rfind("unknown client", 0) == 0) {
+      ++a.session;  // our session is gone (e.g. the Connect went to a registry that died)
+      at(lat(), [=] { rejoin(i); });
+      return;
+    }
     switch (out.op) {
       case Op::kOpen:
         if (ok) {
@@ -599,7 +611,7 @@ class World {
     }
     uint64_t epoch = epoch_;
     Event c = Connect{a.cid, a.dc};
-    at(lat(), [=] { deliver(c, epoch); });
+    at(0, [=] { deliver(c, epoch); });  // a connection: Connect precedes every request
     heartbeat(i, a.session);
     for (int s = 0; s < a.n; ++s) open(i, s);
   }

@@ -76,6 +76,7 @@ struct Model {
   std::map<int, uint64_t> layout;       // shard -> layout hash recorded at first publish
   std::set<Version> published;          // every version ever published (this registry epoch)
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
+  std::multiset<int> retains;           // Open.retain of every open member
 };
 
 struct Client {

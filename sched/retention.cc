@@ -6,12 +6,8 @@
 namespace thub::sched::detail {
 
 int Core::retain_of(const std::string& model) const {
-  int k = 0;
   auto mit = models_.find(model);
-  if (mit == models_.end()) return 0;
-  for (const auto& [name, r] : mit->second.replicas)
-    for (const auto& [s, id] : r.shards) k = std::max(k, members_.at(id).retain);
-  return k;
+  return mit == models_.end() || mit->second.retains.empty() ? 0 : *mit->second.retains.rbegin();
 }
 
 bool Core::retained(const std::string& model, Version v) const {

@@ -161,7 +161,10 @@ class World {
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
-            if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) suspect_.insert(l->second);
+            if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
+              suspect_.insert(l->second);
+              failed_.insert(l->second);  // the registry now counts its data as lost
+            }
           } else if constexpr (std::is_same_v<E, Disconnect>) {
             forget_client(e.client);
           }
@@ -278,10 +281,12 @@ class World {
       published_[a.model].insert(v);
       sh.reg_v = v;
       suspect_.erase(sh.id);
+      failed_.erase(sh.id);
     }
     if (out.op == Op::kDone && rep.status == Status::kOk) {
       sh.reg_v = rep.version;
       suspect_.erase(sh.id);
+      failed_.erase(sh.id);
     }
     if (out.op == Op::kOffloadDone && rep.status == Status::kOk)
       sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
@@ -308,8 +313,10 @@ class World {
                   " and " + std::to_string(rep.version));
     if (src != a.first_src && a.first_src >= 0) {
       const Actor& fs = actors_[a.first_src];
-      MemberId planned = fs.sh.size() > static_cast<size_t>(s) ? fs.sh[s].id : 0;
-      if (fs.registered && planned && !suspect_.count(planned))
+      const Shard& ps = fs.sh[s];
+      bool serves = ps.reg_v == a.first_v ||
+                    (ps.st == St::kReceiving && ps.v == a.first_v && ps.x.active);
+      if (fs.registered && ps.id && !suspect_.count(ps.id) && serves)
         fail("shards of replica " + a.replica + " got different source replicas " + fs.replica +
              " and " + (src >= 0 ? actors_[src].replica : "?"));
     }
@@ -324,7 +331,7 @@ class World {
           return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while read");
     // Retention: the last non-spot holder of a retained version never loses it by unpublish.
     Version v = sh.st == St::kHolding ? sh.v : -1;
-    if (a.spot || v < 0 || sh.host_reg.count(v)) return;
+    if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
     int k = 0;
     for (const Actor& b : actors_)
       if (b.registered && b.model == a.model) k = std::max(k, b.retain);
@@ -649,6 +656,7 @@ class World {
     owner_.clear();
     published_.clear();
     suspect_.clear();
+    failed_.clear();
     lease_src_.clear();
     for (size_t i = 0; i < actors_.size(); ++i) {
       Actor& a = actors_[i];
@@ -705,6 +713,7 @@ class World {
   std::map<std::string, Version> next_version_;
   std::map<std::string, int> shards_;
   std::set<MemberId> suspect_;
+  std::set<MemberId> failed_;  // named by a delivered SourceFailed
   std::map<LeaseId, MemberId> lease_src_;
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;

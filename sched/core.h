@@ -57,6 +57,8 @@ struct Lease {
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
 // replica; the others join. `reserved` holds the source slot of each shard not yet joined.
 struct Transaction {
+  Status status = Status::kOk;          // an error answer is shared by all shards too
+  std::string detail;
   Version version = -1;
   std::string source_replica;
   std::set<int> joined;                 // shards that got their answer (or left)
@@ -74,6 +76,7 @@ struct Model {
   std::map<int, uint64_t> layout;       // shard -> layout hash recorded at first publish
   std::set<Version> published;          // every version ever published (this registry epoch)
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
+  std::multiset<int> retains;           // Open.retain of every open member
 };
 
 struct Client {
@@ -156,6 +159,7 @@ class Core {
   void on(const SourceFailed& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   bool try_regrant(const Pending& p);
+  bool grounded(MemberId partial, MemberId requester) const;
   bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);

@@ -89,6 +89,7 @@ void Core::forget_member(MemberId id) {
   Replica& r = md.replicas.at(m.replica);
   r.shards.erase(m.shard);
   if (r.shards.empty()) md.replicas.erase(m.replica);
+  md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
   maybe_erase_model(model);
@@ -123,6 +124,7 @@ void Core::on(const Open& e) {
   m.num_shards = e.num_shards;
   m.retain = e.retain;
   m.spot = e.spot;
+  models_[e.model].retains.insert(e.retain);
   Replica& r = models_[e.model].replicas[e.replica];
   r.num_shards = e.num_shards;
   r.shards[e.shard] = m.id;

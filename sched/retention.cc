@@ -6,12 +6,8 @@
 namespace thub::sched::detail {
 
 int Core::retain_of(const std::string& model) const {
-  int k = 0;
   auto mit = models_.find(model);
-  if (mit == models_.end()) return 0;
-  for (const auto& [name, r] : mit->second.replicas)
-    for (const auto& [s, id] : r.shards) k = std::max(k, members_.at(id).retain);
-  return k;
+  return mit == models_.end() || mit->second.retains.empty() ? 0 : *mit->second.retains.rbegin();
 }
 
 bool Core::retained(const std::string& model, Version v) const {
@@ -31,7 +27,8 @@ bool Core::needs_offload(const Member& m) const {
     for (MemberId id : hit->second) {
       if (id == m.id) continue;
       const Member& h = members_.at(id);
-      if (h.spot) continue;  // spot replicas never count towards retention
+      if (h.spot || h.shard != m.shard || h.num_shards != m.num_shards)
+        continue;  // spot replicas never count towards retention; other shards hold other data
       if ((h.buf == Buf::kHolding && h.version == m.version) || serves_offload(h, m.version))
         return false;
     }

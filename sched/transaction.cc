@@ -40,6 +40,24 @@ void Core::on(const Replicate& e) {
   if (!try_replicate(p)) pending_.push_back(p);
 }
 
+// A partial holder is worth waiting for only if its chain of sources ends at a complete
+// holder without passing through the requester (a stalled chain never completes).
+bool Core::grounded(MemberId id, MemberId requester) const {
+  for (size_t hops = 0; hops <= members_.size(); ++hops) {
+    if (id == requester) return false;
+    auto it = members_.find(id);
+    if (it == members_.end()) return false;
+    const Member& h = it->second;
+    if (h.buf == Buf::kHolding) return true;
+    if (h.buf != Buf::kReceiving) return false;
+    auto lit = leases_.find(h.own_lease);
+    if (lit == leases_.end()) return false;
+    if (lit->second.from_offload) return members_.count(lit->second.source) > 0;
+    id = lit->second.source;
+  }
+  return false;
+}
+
 bool Core::has_holder(const Member& req, Version v, int shard) const {
   const Model* md = model_of(req);
   if (!md) return false;
@@ -47,16 +65,14 @@ bool Core::has_holder(const Member& req, Version v, int shard) const {
     for (MemberId id : hit->second) {
       const Member& h = members_.at(id);
       if (h.shard != shard || id == req.id) continue;
-      if (h.buf == Buf::kReceiving && h.version == v && !serves_offload(h, v) && reaches(id, req.id))
-        continue;  // a partial that waits for the requester itself
-      return true;
+      if (serves_offload(h, v) || h.buf == Buf::kHolding || grounded(id, req.id)) return true;
     }
   if (cfg_.pipeline) return false;
   // Without pipelining a receiver is no source yet, but will hold v when its transfer ends.
   for (const auto& [name, r] : md->replicas)
     if (auto it = r.shards.find(shard); it != r.shards.end() && it->second != req.id) {
       const Member& h = members_.at(it->second);
-      if (h.buf == Buf::kReceiving && h.version == v) return true;
+      if (h.buf == Buf::kReceiving && h.version == v && grounded(h.id, req.id)) return true;
     }
   return false;
 }
@@ -67,6 +83,11 @@ bool Core::try_replicate(const Pending& p) {
   if (r.txn) {
     Transaction& t = *r.txn;
     if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
+    if (t.status != Status::kOk) {
+      reply_err(p.client, p.req, t.status, t.detail);
+      finish_shard(r, m.shard);
+      return true;
+    }
     Version v = t.version;
     if (v <= p.newer_than) {
       reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
@@ -97,21 +118,31 @@ bool Core::try_replicate(const Pending& p) {
   Version v = -1;
   std::string detail;
   Status st = resolve(m, p.spec, &v, &detail);
+  if (st == Status::kOk && v <= p.newer_than) {
+    st = Status::kNotUpdated;
+    detail = "nothing newer than " + std::to_string(p.newer_than);
+  }
+  std::optional<std::string> src;
+  if (st == Status::kOk) {
+    src = choose_replica(m, v);
+    if (!src) {
+      bool every_shard = true;
+      for (int s = 0; s < m.num_shards && every_shard; ++s) every_shard = has_holder(m, v, s);
+      if (every_shard) return false;  // busy or not yet complete: deferred
+      st = Status::kVersionLost;
+      detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+    }
+  }
   if (st != Status::kOk) {
+    // The other shards of the replica get the same answer (a transaction without a grant).
+    if (m.num_shards > 1) {
+      Transaction t;
+      t.status = st;
+      t.detail = detail;
+      r.txn = std::move(t);
+      finish_shard(r, m.shard);
+    }
     reply_err(p.client, p.req, st, detail);
-    return true;
-  }
-  if (v <= p.newer_than) {
-    reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
-    return true;
-  }
-  std::optional<std::string> src = choose_replica(m, v);
-  if (!src) {
-    bool every_shard = true;
-    for (int s = 0; s < m.num_shards && every_shard; ++s) every_shard = has_holder(m, v, s);
-    if (every_shard) return false;  // busy or not yet complete: deferred
-    reply_err(p.client, p.req, Status::kVersionLost,
-              "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
     return true;
   }
   const Replica& sr = models_.at(m.model).replicas.at(*src);
@@ -208,6 +239,9 @@ void Core::on(const TransferDone& e) {
                      "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
   Version v = it->second.version;
   end_lease(e.lease);
+  if (m->buf != Buf::kReceiving)
+    return reply_err(e.client, e.req, Status::kState,
+                     "a reader reported this member failed meanwhile: unpublish, then replicate again");
   unindex(*m);
   m->buf = Buf::kHolding;
   m->version = v;
@@ -225,8 +259,8 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   if (from_offload) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
-    cancel_own_lease(s);
-    // A regrant it waits for is answered: its own partial data is now considered failed.
+    // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
+    // stops reading. A regrant it waits for is answered: its data is considered failed.
     for (size_t i = 0; i < pending_.size();) {
       if (pending_[i].member != id) {
         ++i;
@@ -252,6 +286,9 @@ void Core::on(const SourceFailed& e) {
   Lease l = it->second;
   end_lease(l.id);
   mark_failed(l.source, l.from_offload, l.version);
+  if (m->buf != Buf::kReceiving)
+    return reply_err(e.client, e.req, Status::kState,
+                     "a reader reported this member failed meanwhile: unpublish, then replicate again");
   Pending p;
   p.kind = Pending::Kind::kRegrant;
   p.client = e.client;

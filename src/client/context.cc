@@ -1,8 +1,10 @@
 #include "src/client/context.h"
 
+#include <iterator>
 #include <sstream>
 #include <vector>
 
+#include "src/client/model.h"
 #include "src/common/status.h"
 #include "src/registry/connection.h"
 #include "src/registry/server.h"
@@ -72,6 +74,41 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   co.datacenter = cfg_.datacenter;
   co.heartbeat_ms = cfg_.heartbeat_ms;
   conn_ = std::make_unique<registry::Connection>(co);
+  conn_->on_order([this](const registry::Order& o) { dispatch_order(o.member, o.offload, o.version); });
+  conn_->on_reconnect([this] { dispatch_reconnect(); });
+}
+
+void Context::dispatch_order(uint64_t member, bool offload, int64_t version) {
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  Model* m = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = models_.find(member);
+    if (it != models_.end()) m = it->second;
+  }
+  if (!m) return;
+  try {
+    if (offload) m->offload(member, version);
+    else m->discard(version);
+  } catch (const std::exception& e) {
+    set_last_error(std::string("registry order failed: ") + e.what());
+  }
+}
+
+void Context::dispatch_reconnect() {
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  std::vector<Model*> ms;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [id, m] : models_) ms.push_back(m);
+  }
+  for (Model* m : ms) {
+    try {
+      m->reregister();
+    } catch (const std::exception& e) {
+      set_last_error(std::string("re-registering after registry failover failed: ") + e.what());
+    }
+  }
 }
 
 Context::~Context() {
@@ -101,6 +138,16 @@ void Context::attach(uint64_t member, Model* m) {
 void Context::detach(uint64_t member) {
   std::lock_guard<std::mutex> lk(mu_);
   models_.erase(member);
+}
+
+void Context::retire(Model* m) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = models_.begin(); it != models_.end();) {
+      it = it->second == m ? models_.erase(it) : std::next(it);
+    }
+  }
+  std::unique_lock<std::shared_mutex> life(life_mu_);  // waits for dispatches in progress
 }
 
 }  // namespace thub::client

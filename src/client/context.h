@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "src/common/info.h"
@@ -57,9 +58,11 @@ class Context {
   void set_last_error(const std::string& s);
   [[nodiscard]] std::string last_error() const;
 
-  // Models register themselves so that registry orders (retention offload) reach them.
+  // Models register themselves so that registry orders (retention offload) and failover
+  // reach them. `retire` waits until no order or failover is being carried out on `m`.
   void attach(uint64_t member, Model* m);
   void detach(uint64_t member);
+  void retire(Model* m);
 
  private:
   ContextConfig cfg_;
@@ -69,6 +72,9 @@ class Context {
   mutable std::mutex mu_;
   std::string last_error_;
   std::map<uint64_t, Model*> models_;
+  std::shared_mutex life_mu_;  // shared while dispatching to a model; unique to retire one
+  void dispatch_order(uint64_t member, bool offload, int64_t version);
+  void dispatch_reconnect();
 };
 
 }  // namespace thub::client

@@ -20,7 +20,7 @@ RemoteRegion get(Reader& r) {
 
 std::string encode_descriptor(const Descriptor& d) {
   Writer w;
-  w.u32(kDescriptorVersion).str(d.worker_address);
+  w.u32(kDescriptorVersion).str(d.host).i64(d.pid).str(d.worker_address);
   put(w, d.counter);
   put(w, d.hashes);
   w.u32(static_cast<uint32_t>(d.tensors.size()));
@@ -36,6 +36,8 @@ Descriptor decode_descriptor(const std::string& bytes) {
     Reader r(bytes);
     if (r.u32() != kDescriptorVersion) throw CodecError("unknown descriptor version");
     Descriptor d;
+    d.host = r.str();
+    d.pid = r.i64();
     d.worker_address = r.str();
     d.counter = get(r);
     d.hashes = get(r);

@@ -20,6 +20,8 @@ struct RemoteTensor {
 };
 
 struct Descriptor {
+  std::string host;                  // host_identity() of the holder's process
+  int64_t pid = 0;                   // its pid (watched when on this host)
   std::string worker_address;        // packed UCP worker address
   std::vector<RemoteTensor> tensors; // in stream order
   RemoteRegion counter;              // 8 bytes: bytes of the stream this holder has

@@ -22,16 +22,21 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   if (shard < 0 || shard >= num_shards) {
     throw Error(Code::kArg, "shard " + std::to_string(shard) + " is outside [0, " + std::to_string(num_shards) + ")");
   }
-  sched::Open ev{0, 0, model, replica, shard, num_shards, 0, false};
-  ev.retain = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
-  ev.spot = info.get_bool("spot", false);
+  retain_ = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
+  spot_ = info.get_bool("spot", false);
+  open_member();
+}
+
+Model::~Model() { ctx_.retire(this); }
+
+void Model::open_member() {
+  sched::Open ev{0, 0, model_, replica_, shard_, num_shards_, retain_, spot_};
   sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "open", r.detail);
+  ctx_.detach(member_);
   member_ = r.member;
   ctx_.attach(member_, this);
 }
-
-Model::~Model() { ctx_.detach(member_); }
 
 void Model::raise(int status, const std::string& what, const std::string& detail) const {
   throw Error(static_cast<Code>(status), model_ + "/" + replica_ + "/shard " + std::to_string(shard_) + ": " + what +
@@ -39,6 +44,7 @@ void Model::raise(int status, const std::string& what, const std::string& detail
 }
 
 void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes, int memtype) {
+  std::lock_guard<std::mutex> lk(op_mu_);
   if (frozen_) {
     throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
   }
@@ -46,42 +52,20 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
     throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory is not supported by this build yet");
   }
   if (memtype != kMemHost) throw Error(Code::kArg, "tensor '" + name + "': unknown memtype " + std::to_string(memtype));
-  table_.add(name, addr, bytes, memtype);
+  live_.table.add(name, addr, bytes, memtype);
 }
 
 void Model::freeze() {
   if (frozen_) return;
-  if (table_.empty()) throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
-  auto& w = ctx_.worker();
-  for (const auto& t : table_.tensors()) {
-    regions_.push_back(t.bytes > 0 ? w.map(t.addr, t.bytes) : nullptr);
+  if (live_.table.empty()) {
+    throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
   }
-  counter_ = std::make_unique<std::atomic<uint64_t>>(0);
-  counter_region_ = w.map(counter_.get(), sizeof(uint64_t));
-  hashes_.assign(1 + table_.hash_blocks(), 0);
-  hash_region_ = w.map(hashes_.data(), hashes_.size() * sizeof(uint64_t));
+  live_.map(ctx_.worker());
   frozen_ = true;
 }
 
-std::string Model::descriptor() const {
-  Descriptor d;
-  d.worker_address = ctx_.worker().address();
-  for (size_t i = 0; i < table_.tensors().size(); ++i) {
-    RemoteTensor rt;
-    rt.name = table_.tensors()[i].name;
-    rt.region.bytes = table_.tensors()[i].bytes;
-    if (regions_[i]) {
-      rt.region.addr = regions_[i]->address();
-      rt.region.rkey = regions_[i]->packed_rkey();
-    }
-    d.tensors.push_back(std::move(rt));
-  }
-  d.counter = {counter_region_->address(), sizeof(uint64_t), counter_region_->packed_rkey()};
-  d.hashes = {hash_region_->address(), hashes_.size() * sizeof(uint64_t), hash_region_->packed_rkey()};
-  return encode_descriptor(d);
-}
-
 void Model::publish(int64_t version) {
+  std::lock_guard<std::mutex> lk(op_mu_);
   if (version < 0) throw Error(Code::kArg, "publish needs an absolute version >= 0 (got " + std::to_string(version) + ")");
   if (published_) {
     throw Error(Code::kState, "already published version " + std::to_string(held_) + "; unpublish first");
@@ -89,16 +73,20 @@ void Model::publish(int64_t version) {
   freeze();
   if (ctx_.config().verify) {
     // The checksums are computed once, by the publisher; replicas copy them with the data.
-    for (uint64_t b = 0; b < table_.hash_blocks(); ++b) hashes_[1 + b] = table_.hash_block(b);
-    hashes_[0] = 1;
+    for (uint64_t b = 0; b < live_.table.hash_blocks(); ++b) live_.hashes[1 + b] = live_.table.hash_block(b);
+    live_.hashes[0] = 1;
   } else {
-    hashes_[0] = 0;
+    live_.hashes[0] = 0;
   }
-  counter_->store(table_.total_bytes(), std::memory_order_release);
-  sched::Publish ev{0, 0, member_, version, table_.layout_hash(), descriptor()};
+  publish_locked(version);
+}
+
+void Model::publish_locked(int64_t version) {
+  live_.counter->store(live_.table.total_bytes(), std::memory_order_release);
+  sched::Publish ev{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())};
   sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) {
-    counter_->store(0, std::memory_order_release);
+    live_.counter->store(0, std::memory_order_release);
     raise(static_cast<int>(r.status), "publish of version " + std::to_string(version), r.detail);
   }
   held_ = version;
@@ -106,6 +94,7 @@ void Model::publish(int64_t version) {
 }
 
 int64_t Model::replicate(int64_t spec) {
+  std::lock_guard<std::mutex> lk(op_mu_);
   if (published_) {
     throw Error(Code::kState, "replicate while holding version " + std::to_string(held_) +
                                   ": unpublish first, or use THUB_Update");
@@ -115,60 +104,63 @@ int64_t Model::replicate(int64_t spec) {
 }
 
 Code Model::update(int64_t spec, int64_t* got) {
+  std::lock_guard<std::mutex> lk(op_mu_);
+  bool not_updated = false;
   if (!published_) {
-    *got = replicate(spec);
+    *got = transfer(spec, -1, &not_updated);
     return Code::kSuccess;
   }
-  // Ask whether something newer exists while still holding (and serving) the old version.
-  bool not_updated = false;
-  const auto& cfg = ctx_.config();
-  sched::Replicate probe{0, 0, member_, spec, held_, table_.layout_hash(), descriptor()};
-  sched::Reply r = ctx_.registry().call(probe, cfg.timeout_ms);
-  if (r.status == sched::Status::kNotUpdated) {
-    *got = held_;
-    return Code::kNotUpdated;
-  }
-  if (r.status != sched::Status::kState) raise(static_cast<int>(r.status), "update", r.detail);
-  // Something newer exists: drain the readers of the old version, then fetch the new one.
   int64_t old = held_;
-  unpublish();
   int64_t v = transfer(spec, old, &not_updated);
-  if (not_updated) {
-    // The newer version vanished in between; our buffers are untouched, so serve the old one again.
-    publish(old);
-    *got = old;
-    return Code::kNotUpdated;
+  if (!not_updated) {
+    *got = v;
+    return Code::kSuccess;
   }
-  *got = v;
-  return Code::kSuccess;
+  *got = held_;
+  return Code::kNotUpdated;
 }
 
 int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   freeze();
   const auto& cfg = ctx_.config();
   auto& reg = ctx_.registry();
-  uint64_t layout = table_.layout_hash();
-  // Ask for a version and a source. For an update the registry hides our old holding and
-  // answers only once nobody reads it any more, so the buffers may be overwritten then.
-  sched::Replicate ev{0, 0, member_, spec, newer_than, layout, descriptor()};
+  uint64_t gen = reg.generation();
+  uint64_t layout = live_.table.layout_hash();
+  const std::string& self = ctx_.worker().address();
+  // Ask for a version and a source. When we hold `newer_than`, the registry hides our old
+  // holding and answers only once nobody reads it any more, so the buffers may be
+  // overwritten then (the atomic update of sched/).
+  sched::Replicate ev{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)};
   sched::Reply r = reg.call(ev, cfg.timeout_ms);
   if (r.status == sched::Status::kNotUpdated) {
     *not_updated = true;
     return held_;
   }
+  if (r.status == sched::Status::kState && published_ && newer_than == held_) {
+    // A registry that answers "unpublish first": drain, then ask again; if the newer
+    // version vanished meanwhile, our untouched buffers are published again.
+    unpublish_locked();
+    ev.descriptor = live_.descriptor(self);
+    r = reg.call(ev, cfg.timeout_ms);
+    if (r.status == sched::Status::kNotUpdated) {
+      publish_locked(newer_than);
+      *not_updated = true;
+      return held_;
+    }
+  }
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "replicate", r.detail);
   // From here on our buffers are being overwritten: we hold no complete version.
   published_ = false;
   held_ = -1;
-  counter_->store(0, std::memory_order_release);
-  hashes_[0] = 0;
+  live_.counter->store(0, std::memory_order_release);
+  live_.hashes[0] = 0;
   int64_t version = r.version;
   uint64_t lease = r.lease;
   uint64_t have = 0;
   for (;;) {
     if (r.source_partial) stats_.partial_sources++;
     Descriptor src = decode_descriptor(r.source_descriptor);
-    const auto& mine = table_.tensors();
+    const auto& mine = live_.table.tensors();
     std::string mismatch;
     if (src.tensors.size() != mine.size()) {
       mismatch = "the source has " + std::to_string(src.tensors.size()) + " tensors, this replica " +
@@ -186,12 +178,12 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
       raise(static_cast<int>(Code::kLayout), "replicate", mismatch);
     }
     TransferSpec ts;
-    ts.local = &table_;
+    ts.local = &live_.table;
     ts.source = std::move(src);
     ts.source_partial = r.source_partial;
     ts.start = have;
-    ts.counter = counter_.get();
-    ts.hashes = hashes_.data();
+    ts.counter = live_.counter.get();
+    ts.hashes = live_.hashes.data();
     ts.verify = cfg.verify;
     ts.chunk_size = cfg.chunk_size;
     ts.max_inflight = cfg.max_inflight;
@@ -201,11 +193,17 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     stats_.gets = res.stats.gets;
     have = res.held;
     if (res.code == Code::kSuccess) {
-      sched::Reply d = reg.call(sched::TransferDone{0, 0, member_, lease}, cfg.timeout_ms);
-      if (d.status != sched::Status::kOk) raise(static_cast<int>(d.status), "transfer done", d.detail);
       stats_.replications++;
       held_ = version;
       published_ = true;
+      if (reg.generation() != gen) return version;  // a new registry: reregister() publishes it
+      try {
+        sched::Reply d = reg.call(sched::TransferDone{0, 0, member_, lease}, cfg.timeout_ms);
+        if (d.status != sched::Status::kOk) raise(static_cast<int>(d.status), "transfer done", d.detail);
+      } catch (const Error& e) {
+        // The data is complete and checked; only the registry is gone. Failover re-publishes it.
+        if (e.code() != Code::kRegistry) throw;
+      }
       return version;
     }
     if (!res.source_failed) {
@@ -217,45 +215,101 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     r = reg.call(sched::SourceFailed{0, 0, member_, lease, have}, cfg.timeout_ms);
     if (r.status != sched::Status::kOk) {
       raise(static_cast<int>(r.status == sched::Status::kVersionLost ? r.status : sched::Status::kTransport),
-            "replicate of version " + std::to_string(version),
-            res.error + "; no other source: " + r.detail);
+            "replicate of version " + std::to_string(version), res.error + "; no other source: " + r.detail);
     }
     lease = r.lease;
   }
 }
 
 void Model::unpublish() {
+  std::lock_guard<std::mutex> lk(op_mu_);
   if (!published_) throw Error(Code::kState, "nothing is published: publish or replicate first");
+  unpublish_locked();
+}
+
+void Model::unpublish_locked() {
+  // The registry may order a retention offload before it answers (see offload()).
   sched::Reply r = ctx_.registry().call(sched::Unpublish{0, 0, member_}, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "unpublish", r.detail);
   published_ = false;
   held_ = -1;
-  counter_->store(0, std::memory_order_release);
+  live_.counter->store(0, std::memory_order_release);
+}
+
+void Model::offload(uint64_t member, int64_t version) {
+  // Runs while our unpublish waits for its answer: the user's buffers still hold `version`.
+  if (member != member_ || !frozen_) return;
+  std::unique_ptr<Holding> copy;
+  std::string desc;
+  try {
+    copy = live_.copy_to_host(ctx_.worker());
+    desc = copy->descriptor(ctx_.worker().address());
+  } catch (const Error& e) {
+    ctx_.set_last_error(std::string("retention offload of version ") + std::to_string(version) + " failed: " + e.what());
+    return;  // the registry keeps waiting; the unpublish completes once readers are gone
+  }
+  {
+    std::lock_guard<std::mutex> lk(offload_mu_);
+    offloaded_[version] = std::move(copy);
+  }
+  stats_.offloads++;
+  sched::Reply r = ctx_.registry().call(sched::OffloadDone{0, 0, member, version, desc}, ctx_.config().timeout_ms);
+  if (r.status != sched::Status::kOk) discard(version);
+}
+
+void Model::discard(int64_t version) {
+  std::unique_ptr<Holding> gone;
+  std::lock_guard<std::mutex> lk(offload_mu_);
+  auto it = offloaded_.find(version);
+  if (it != offloaded_.end()) {
+    gone = std::move(it->second);
+    offloaded_.erase(it);
+  }
+}
+
+void Model::reregister() {
+  std::lock_guard<std::mutex> lk(op_mu_);
+  {
+    // A new registry knows nothing of our retention copies: free them.
+    std::lock_guard<std::mutex> olk(offload_mu_);
+    offloaded_.clear();
+  }
+  open_member();
+  if (published_) {
+    int64_t v = held_;
+    published_ = false;
+    publish_locked(v);
+    stats_.republished++;
+  }
 }
 
 bool Model::stat(const std::string& key, int64_t* value) const {
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
   if (key == "held_version") *value = held_;
-  else if (key == "bytes_held") *value = counter_ ? u(counter_->load(std::memory_order_acquire)) : 0;
-  else if (key == "total_bytes") *value = u(table_.total_bytes());
+  else if (key == "bytes_held") *value = live_.counter ? u(live_.counter->load(std::memory_order_acquire)) : 0;
+  else if (key == "total_bytes") *value = u(live_.table.total_bytes());
   else if (key == "replications") *value = u(stats_.replications);
   else if (key == "partial_sources") *value = u(stats_.partial_sources);
   else if (key == "source_failures") *value = u(stats_.source_failures);
   else if (key == "counter_reads") *value = u(stats_.counter_reads);
   else if (key == "gets") *value = u(stats_.gets);
+  else if (key == "offloads") *value = u(stats_.offloads);
+  else if (key == "republished") *value = u(stats_.republished);
   else return false;
   return true;
 }
 
 void Model::close() {
-  if (published_) unpublish();
+  std::lock_guard<std::mutex> lk(op_mu_);
+  if (published_) unpublish_locked();
   if (ctx_.registry().connected()) {
     sched::Reply r = ctx_.registry().call(sched::Close{0, 0, member_}, ctx_.config().timeout_ms);
     (void)r;
   }
-  regions_.clear();
-  counter_region_.reset();
-  hash_region_.reset();
+  {
+    std::lock_guard<std::mutex> olk(offload_mu_);
+    offloaded_.clear();
+  }
 }
 
 }  // namespace thub::client

@@ -1,32 +1,31 @@
 // One THUB_Model: this process's shard of one replica of one model, and the
-// reference-oriented operations on it (publish / replicate / update / unpublish).
+// reference-oriented operations on it (publish / replicate / update / unpublish), retention
+// offload copies, and re-registration after a registry failover.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
-#include "src/client/layout.h"
+#include "src/client/holding.h"
 #include "src/client/transfer.h"
 #include "src/common/info.h"
-
-namespace thub::transport {
-class MemoryRegion;
-}
 
 namespace thub::client {
 
 class Context;
 
-struct ModelStats {               // written by the operation's thread, read by any
+struct ModelStats {  // written by the operation's thread, read by any
   std::atomic<uint64_t> replications{0};
   std::atomic<uint64_t> partial_sources{0};  // grants whose source was still receiving
   std::atomic<uint64_t> source_failures{0};  // sources that failed mid-transfer (resumed elsewhere)
   std::atomic<uint64_t> counter_reads{0};    // the last transfer's remote counter reads
   std::atomic<uint64_t> gets{0};             // the last transfer's RMA gets
+  std::atomic<uint64_t> offloads{0};         // retention copies made
+  std::atomic<uint64_t> republished{0};      // re-publications after a registry failover
 };
 
 class Model {
@@ -45,31 +44,36 @@ class Model {
   void unpublish();
   void close();
 
-  [[nodiscard]] int64_t held_version() const { return held_; }
+  // Registry orders (called on the connection's helper threads).
+  void offload(uint64_t member, int64_t version);
+  void discard(int64_t version);
+  // The registry was replaced: open again and re-publish what we hold.
+  void reregister();
+
   // THUB_Model_stat: thread-safe reads of the counters; false for an unknown key.
   bool stat(const std::string& key, int64_t* value) const;
-  [[nodiscard]] Context& context() { return ctx_; }
-  [[nodiscard]] const std::string& name() const { return model_; }
 
  private:
-  void freeze();                          // register memory on first publish/replicate
-  std::string descriptor() const;
+  void open_member();
+  void freeze();  // register memory on first publish/replicate
+  void publish_locked(int64_t version);
+  void unpublish_locked();
   int64_t transfer(int64_t spec, int64_t newer_than, bool* not_updated);
   [[noreturn]] void raise(int status, const std::string& what, const std::string& detail) const;
 
   Context& ctx_;
   std::string model_, replica_;
   int shard_, num_shards_;
-  uint64_t member_ = 0;
-  TensorTable table_;
+  int retain_ = 0;
+  bool spot_ = false;
+  std::mutex op_mu_;  // one operation at a time (also against failover re-registration)
+  std::atomic<uint64_t> member_{0};
   bool frozen_ = false;
-  bool published_ = false;   // the registry counts us as a holder of held_
+  bool published_ = false;  // the registry counts us as a holder of held_
   std::atomic<int64_t> held_{-1};
-  std::vector<std::unique_ptr<transport::MemoryRegion>> regions_;  // per tensor (null: 0 bytes)
-  std::unique_ptr<std::atomic<uint64_t>> counter_;
-  std::unique_ptr<transport::MemoryRegion> counter_region_;
-  std::vector<uint64_t> hashes_;  // [0] = 1 when valid, then one hash per kHashBlock
-  std::unique_ptr<transport::MemoryRegion> hash_region_;
+  Holding live_;            // the user's tensors
+  std::mutex offload_mu_;
+  std::map<int64_t, std::unique_ptr<Holding>> offloaded_;  // retention copies by version
   ModelStats stats_;
 };
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "src/common/host.h"
 #include "src/transport/worker.h"
 
 namespace thub::client {
@@ -15,6 +16,8 @@ using transport::RemoteKey;
 using transport::Worker;
 
 namespace {
+
+constexpr int64_t kWatchdogUs = 50'000;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -39,11 +42,13 @@ class Job : public std::enable_shared_from_this<Job> {
   void finish();
   bool verify_upto(uint64_t prefix);
   void check_stall();
+  void watchdog();
 
   Worker& w_;
   TransferSpec s_;
   std::promise<TransferResult> done_;
   bool finished_ = false;
+  bool local_ = false;  // the source runs on this host: watch its pid
 
   std::shared_ptr<Peer> peer_;
   std::vector<std::unique_ptr<RemoteKey>> keys_;  // per tensor (null for 0-byte ones)
@@ -75,7 +80,8 @@ void Job::start() {
   next_verify_block_ = prefix_ / kHashBlock;
   last_progress_ = now_us();
   try {
-    peer_ = w_.peer(s_.source.worker_address);
+    local_ = s_.source.host == host_identity();
+    peer_ = w_.peer(s_.source.worker_address, !local_);
     keys_.resize(tensors.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (tensors[i].bytes > 0) keys_[i] = std::make_unique<RemoteKey>(peer_, s_.source.tensors[i].region.rkey);
@@ -91,6 +97,7 @@ void Job::start() {
     finish();
     return;
   }
+  watchdog();
   if (s_.source_partial) {
     poll_counter();  // learn what is ready first; hashes follow once the source has data
   } else {
@@ -115,6 +122,7 @@ void Job::fetch_hashes() {
   w_.get(peer_, s_.hashes, s_.source.hashes.bytes, s_.source.hashes.addr, *hash_key_,
          [self](bool ok, const std::string& err) {
            self->inflight_--;
+           if (self->finished_) return;
            if (!ok) return self->fail(Code::kTransport, "reading the source's checksums: " + err, true);
            if (self->s_.verify && self->s_.hashes[0] != 1) {
              return self->fail(Code::kState,
@@ -148,7 +156,7 @@ void Job::pump() {
     counter_pending_ = true;
     w_.post_after(backoff_us_, [self] {
       self->counter_pending_ = false;
-      self->poll_counter();
+      if (!self->finished_) self->poll_counter();
     });
     backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
   }
@@ -168,6 +176,7 @@ void Job::issue(uint64_t off, uint64_t len) {
 
 void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) {
   inflight_--;
+  if (finished_) return;  // abandoned by the watchdog
   if (!ok) {
     fail(Code::kTransport, err, true);
     return pump();
@@ -220,6 +229,7 @@ void Job::poll_counter() {
 
 void Job::on_counter(bool ok, const std::string& err) {
   counter_pending_ = false;
+  if (finished_) return;
   if (!ok) {
     fail(Code::kTransport, "reading the source's progress counter: " + err, true);
     return pump();
@@ -232,6 +242,25 @@ void Job::on_counter(bool ok, const std::string& err) {
   }
   if (!hashes_ready_ && ready_ > 0) return fetch_hashes();
   pump();
+}
+
+// Gets to a dead or stuck source may never complete (no peer failure handling over shared
+// memory; a stopped process over TCP): give up on them, report the source, and resume
+// elsewhere. The abandoned gets can only ever write the same bytes of the same version.
+void Job::watchdog() {
+  if (finished_) return;
+  if (local_ && !process_alive(s_.source.pid)) {
+    fail(Code::kTransport, "the source process (pid " + std::to_string(s_.source.pid) + ") is gone", true);
+  } else if (inflight_ > 0) {
+    check_stall();
+  }
+  if (fail_code_ != Code::kSuccess) {
+    if (peer_ && local_ && !process_alive(s_.source.pid)) w_.forget_peer(peer_);
+    finish();  // abandon what is in flight
+    return;
+  }
+  auto self = shared_from_this();
+  w_.post_after(kWatchdogUs, [self] { self->watchdog(); });
 }
 
 void Job::check_stall() {
@@ -258,10 +287,13 @@ void Job::finish() {
   r.source_failed = fail_source_;
   r.held = prefix_;
   r.stats = stats_;
-  keys_.clear();
-  counter_key_.reset();
-  hash_key_.reset();
-  peer_.reset();
+  if (inflight_ == 0 && !counter_pending_) {
+    // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
+    keys_.clear();
+    counter_key_.reset();
+    hash_key_.reset();
+    peer_.reset();
+  }
   done_.set_value(std::move(r));
 }
 

@@ -17,7 +17,7 @@ constexpr CodeText kTexts[] = {
     {-3, "THUB_ERR_NOT_FOUND", "no such model or version: was it published, or already dropped?"},
     {-4, "THUB_ERR_LAYOUT",
      "registered tensors differ from the source's: register the same names and sizes in the same order"},
-    {-5, "THUB_ERR_TRANSPORT", "the data plane failed and no other source could finish the transfer"},
+    {-5, "THUB_ERR_TRANSPORT", "the data plane failed: UCX could not start, or no source could finish the transfer"},
     {-6, "THUB_ERR_REGISTRY", "no registry could be reached: check the registry address (TENSORHUB_REGISTRY)"},
     {-7, "THUB_ERR_TIMEOUT", "a deadline given in the info passed"},
     {-8, "THUB_ERR_NO_MEMORY", "allocation or memory registration failed"},

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
@@ -17,25 +18,39 @@
 
 namespace thub::registry {
 
+namespace {
+enum class State { kConnected, kReconnecting, kDead };
+}
+
 struct Connection::Impl {
   ConnectionOptions opts;
   Fd fd;
   std::string address;
+  size_t address_index = 0;
   std::mutex write_mu;
-  std::mutex mu;  // pending, offload handler, helper threads
+  std::mutex mu;  // pending, state, handlers, helper threads
+  std::condition_variable cv;
+  State state = State::kDead;
   std::map<uint64_t, std::promise<sched::Reply>> pending;
   std::atomic<uint64_t> next_req{1};
+  std::atomic<uint64_t> generation{0};
   std::atomic<bool> stop{false};
-  std::atomic<bool> alive{false};
-  std::function<void(const sched::Offload&)> offload_fn;
+  std::function<void(const Order&)> order_fn;
+  std::function<void()> reconnect_fn;
   std::vector<std::thread> helpers;
   std::thread reader;
 
-  void connect_any();
+  void connect_any(size_t first);
   void send_frame(MsgType t, uint64_t req, const std::string& payload);
   void read_loop();
+  bool serve();  // false when the connection is lost
+  bool reconnect();
   void fail_pending(const std::string& why);
   bool read_frame(FrameHeader* h, std::string* payload);
+  void spawn(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lk(mu);
+    helpers.emplace_back(std::move(fn));
+  }
 };
 
 void Connection::Impl::send_frame(MsgType t, uint64_t req, const std::string& payload) {
@@ -54,15 +69,25 @@ bool Connection::Impl::read_frame(FrameHeader* h, std::string* payload) {
   return h->length == 0 || read_all(fd.get(), payload->data(), h->length);
 }
 
-void Connection::Impl::connect_any() {
+// Tries every address once, starting at `first`; throws Error(kRegistry/kAuth).
+void Connection::Impl::connect_any(size_t first) {
   std::string errors;
-  for (const auto& a : opts.addresses) {
+  size_t n = opts.addresses.size();
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = (first + k) % n;
+    const auto& a = opts.addresses[i];
     try {
       Fd f = connect_tcp(parse_host_port(a), opts.connect_timeout_ms);
-      fd = std::move(f);
-      address = a;
-      Hello hello{opts.auth_token, opts.datacenter};
-      send_frame(MsgType::kHello, 0, encode_hello(hello));
+      {
+        std::lock_guard<std::mutex> lk(write_mu);
+        fd = std::move(f);
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        address = a;
+        address_index = i;
+      }
+      send_frame(MsgType::kHello, 0, encode_hello(Hello{opts.auth_token, opts.datacenter}));
       FrameHeader h;
       std::string payload;
       if (!read_frame(&h, &payload) || h.type != MsgType::kReply) {
@@ -71,7 +96,6 @@ void Connection::Impl::connect_any() {
       sched::Reply r = decode_reply(payload);
       if (r.status == sched::Status::kAuth) throw Error(Code::kAuth, "registry " + a + ": " + r.detail);
       if (r.status != sched::Status::kOk) throw Error(Code::kRegistry, "registry " + a + ": " + r.detail);
-      alive = true;
       return;
     } catch (const Error& e) {
       if (e.code() == Code::kAuth || e.code() == Code::kArg) throw;
@@ -89,12 +113,12 @@ void Connection::Impl::fail_pending(const std::string& why) {
   pending.clear();
 }
 
-void Connection::Impl::read_loop() {
+bool Connection::Impl::serve() {
   auto last_beat = std::chrono::steady_clock::now();
   while (!stop) {
     pollfd p{fd.get(), POLLIN, 0};
     int n = ::poll(&p, 1, opts.heartbeat_ms / 2 > 0 ? opts.heartbeat_ms / 2 : 1);
-    if (stop) break;
+    if (stop) return true;
     auto now = std::chrono::steady_clock::now();
     if (now - last_beat >= std::chrono::milliseconds(opts.heartbeat_ms)) {
       last_beat = now;
@@ -106,70 +130,117 @@ void Connection::Impl::read_loop() {
     if (n <= 0) continue;
     FrameHeader h;
     std::string payload;
-    bool ok = false;
     std::string why = "lost the connection to registry " + address;
+    bool ok = false;
     try {
       ok = read_frame(&h, &payload);
-    } catch (const CodecError& e) {
-      why = "registry " + address + " sent a malformed frame: " + e.what();
-    }
-    if (!ok) {
-      alive = false;
-      fail_pending(why);
-      return;
-    }
-    try {
-      if (h.type == MsgType::kReply) {
+      if (ok && h.type == MsgType::kReply) {
         sched::Reply r = decode_reply(payload);
         std::lock_guard<std::mutex> lk(mu);
         auto it = pending.find(h.req);
         if (it != pending.end()) {
           it->second.set_value(std::move(r));
           pending.erase(it);
-        } else if (h.req == 0 && r.status != sched::Status::kOk) {
-          // The registry rejected the connection as a whole.
-          why = "registry " + address + ": " + r.detail;
         }
-      } else if (h.type == MsgType::kOffload) {
-        sched::Offload o = decode_offload(payload);
-        std::lock_guard<std::mutex> lk(mu);
-        if (offload_fn) helpers.emplace_back([fn = offload_fn, o] { fn(o); });
+      } else if (ok && (h.type == MsgType::kOffload || h.type == MsgType::kDiscard)) {
+        Order o;
+        o.offload = h.type == MsgType::kOffload;
+        decode_order(payload, &o.member, &o.version);
+        std::function<void(const Order&)> fn;
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          fn = order_fn;
+        }
+        if (fn) spawn([fn, o] { fn(o); });
       }
-    } catch (const CodecError&) {
-      // A reply we cannot decode: the registry is broken; give up on this connection.
-      alive = false;
-      fail_pending("registry " + address + " sent an undecodable message");
-      return;
+    } catch (const CodecError& e) {
+      ok = false;
+      why = "registry " + address + " sent a malformed message: " + std::string(e.what());
     }
+    if (!ok) {
+      fail_pending(why);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Connection::Impl::reconnect() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.reconnect_ms);
+  size_t next = address_index + 1;
+  int backoff_ms = 20;
+  while (!stop && std::chrono::steady_clock::now() < deadline) {
+    try {
+      connect_any(next);
+      return true;
+    } catch (const Error& e) {
+      if (e.code() == Code::kAuth) return false;
+    }
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, std::chrono::milliseconds(backoff_ms), [&] { return stop.load(); });
+    backoff_ms = std::min(backoff_ms * 2, 500);
+  }
+  return false;
+}
+
+void Connection::Impl::read_loop() {
+  while (!stop) {
+    if (serve()) return;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      state = State::kReconnecting;
+    }
+    bool back = reconnect();
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      state = back ? State::kConnected : State::kDead;
+      if (back) generation++;
+      fn = reconnect_fn;
+    }
+    cv.notify_all();
+    if (!back) return;
+    if (fn) spawn(fn);
   }
 }
 
 Connection::Connection(const ConnectionOptions& opts) : impl_(std::make_unique<Impl>()) {
   impl_->opts = opts;
   if (impl_->opts.heartbeat_ms <= 0) impl_->opts.heartbeat_ms = 1000;
-  impl_->connect_any();
+  impl_->connect_any(0);
+  impl_->state = State::kConnected;
   impl_->reader = std::thread([this] { impl_->read_loop(); });
 }
 
 Connection::~Connection() {
   impl_->stop = true;
-  ::shutdown(impl_->fd.get(), SHUT_RDWR);
+  {
+    std::lock_guard<std::mutex> lk(impl_->write_mu);
+    ::shutdown(impl_->fd.get(), SHUT_RDWR);
+  }
+  impl_->cv.notify_all();
   if (impl_->reader.joinable()) impl_->reader.join();
   impl_->fail_pending("connection closed");
-  std::vector<std::thread> hs;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    hs.swap(impl_->helpers);
+  for (;;) {
+    std::vector<std::thread> hs;
+    {
+      std::lock_guard<std::mutex> lk(impl_->mu);
+      hs.swap(impl_->helpers);
+    }
+    if (hs.empty()) break;
+    for (auto& t : hs) t.join();
   }
-  for (auto& t : hs) t.join();
 }
 
 sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
   uint64_t req = impl_->next_req++;
   std::future<sched::Reply> f;
   {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    if (!impl_->alive) throw Error(Code::kRegistry, "not connected to registry " + impl_->address);
+    std::unique_lock<std::mutex> lk(impl_->mu);
+    impl_->cv.wait(lk, [&] { return impl_->state != State::kReconnecting || impl_->stop; });
+    if (impl_->state != State::kConnected) {
+      throw Error(Code::kRegistry, "not connected to a registry (last: " + impl_->address + ")");
+    }
     f = impl_->pending[req].get_future();
   }
   std::string payload = encode_event(ev);
@@ -203,12 +274,26 @@ std::string Connection::describe(int64_t timeout_ms) {
   return f.get().detail;
 }
 
-void Connection::on_offload(std::function<void(const sched::Offload&)> fn) {
+void Connection::on_order(std::function<void(const Order&)> fn) {
   std::lock_guard<std::mutex> lk(impl_->mu);
-  impl_->offload_fn = std::move(fn);
+  impl_->order_fn = std::move(fn);
 }
 
-std::string Connection::address() const { return impl_->address; }
-bool Connection::connected() const { return impl_->alive; }
+void Connection::on_reconnect(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->reconnect_fn = std::move(fn);
+}
+
+std::string Connection::address() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->address;
+}
+
+bool Connection::connected() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state == State::kConnected;
+}
+
+uint64_t Connection::generation() const { return impl_->generation; }
 
 }  // namespace thub::registry

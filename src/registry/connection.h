@@ -19,6 +19,14 @@ struct ConnectionOptions {
   std::string datacenter = "default";
   int heartbeat_ms = 1000;
   int connect_timeout_ms = 5000;
+  int reconnect_ms = 10000;  // after a loss, keep trying the address list this long
+};
+
+// A registry-initiated order: retention offload (kOffload) or discard (kDiscard).
+struct Order {
+  bool offload = true;
+  sched::MemberId member = 0;
+  sched::Version version = -1;
 };
 
 class Connection {
@@ -30,14 +38,21 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Send a request and wait for its reply. timeout_ms <= 0: no deadline (Error(kTimeout)
-  // otherwise). Throws Error(kRegistry) if the connection is lost before the reply.
+  // otherwise). Throws Error(kRegistry) if the connection is lost before the reply. While a
+  // reconnection is under way, waits for it first.
   sched::Reply call(const sched::Event& ev, int64_t timeout_ms = 0);
   // The registry's state as text (tensorhub-info --registry).
   std::string describe(int64_t timeout_ms = 5000);
-  // Registry-initiated retention offload orders run `fn` on a separate thread.
-  void on_offload(std::function<void(const sched::Offload&)> fn);
+  // Registry-initiated orders run `fn` on a separate thread.
+  void on_order(std::function<void(const Order&)> fn);
+  // After the registry was lost and another address (or the same, restarted) answered:
+  // `fn` runs on a separate thread; the registry knows nothing of this client any more
+  // (stateless failover), so members must be opened and published again.
+  void on_reconnect(std::function<void()> fn);
   [[nodiscard]] std::string address() const;
   [[nodiscard]] bool connected() const;
+  // Incremented by every successful reconnection.
+  [[nodiscard]] uint64_t generation() const;
 
   struct Impl;
 

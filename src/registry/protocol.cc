@@ -198,19 +198,17 @@ Reply decode_reply(std::string_view payload) {
   return x;
 }
 
-std::string encode_offload(const Offload& o) {
+std::string encode_order(MemberId member, Version version) {
   Writer w;
-  w.u64(o.member).i64(o.version);
+  w.u64(member).i64(version);
   return w.take();
 }
 
-Offload decode_offload(std::string_view payload) {
+void decode_order(std::string_view payload, MemberId* member, Version* version) {
   Reader r(payload);
-  Offload o{};
-  o.member = r.u64();
-  o.version = r.i64();
+  *member = r.u64();
+  *version = r.i64();
   r.expect_end();
-  return o;
 }
 
 const char* type_name(MsgType t) {
@@ -228,6 +226,7 @@ const char* type_name(MsgType t) {
     case MsgType::kDescribe: return "DESCRIBE";
     case MsgType::kReply: return "REPLY";
     case MsgType::kOffload: return "OFFLOAD";
+    case MsgType::kDiscard: return "DISCARD";
   }
   return "UNKNOWN";
 }

@@ -35,6 +35,7 @@ enum class MsgType : uint16_t {
   kDescribe = 11,     // reply detail: the registry's state as text
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
+  kDiscard = 102,     // registry -> client: a retention copy may be freed
 };
 
 struct FrameHeader {
@@ -64,8 +65,9 @@ sched::Event decode_event(MsgType type, uint64_t req, sched::ClientId client, st
 
 std::string encode_reply(const sched::Reply& r);
 sched::Reply decode_reply(std::string_view payload);
-std::string encode_offload(const sched::Offload& o);
-sched::Offload decode_offload(std::string_view payload);
+// OFFLOAD and DISCARD carry the same payload: u64 member, i64 version.
+std::string encode_order(sched::MemberId member, sched::Version version);
+void decode_order(std::string_view payload, sched::MemberId* member, sched::Version* version);
 
 MsgType type_of(const sched::Event& ev);
 const char* type_name(MsgType t);

@@ -214,7 +214,9 @@ void Server::Impl::apply(const sched::Event& ev) {
     if (auto* r = std::get_if<sched::Reply>(&a)) {
       send(r->client, MsgType::kReply, r->req, encode_reply(*r));
     } else if (auto* o = std::get_if<sched::Offload>(&a)) {
-      send(o->client, MsgType::kOffload, 0, encode_offload(*o));
+      send(o->client, MsgType::kOffload, 0, encode_order(o->member, o->version));
+    } else if (auto* x = std::get_if<sched::Discard>(&a)) {
+      send(x->client, MsgType::kDiscard, 0, encode_order(x->member, x->version));
     } else if (auto* d = std::get_if<sched::Drop>(&a)) {
       auto it = conns.find(d->client);
       if (it != conns.end()) {

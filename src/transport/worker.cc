@@ -34,6 +34,7 @@ class Peer {
   ucp_ep_h ep = nullptr;
   std::string address;
   bool failed = false;
+  bool error_handling = false;
   std::string error;
 };
 
@@ -54,6 +55,7 @@ struct Worker::Impl {
 
   std::map<std::string, std::shared_ptr<Peer>> peers;  // progress thread only
   std::vector<void*> closing;                          // ep close requests in flight
+  std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
 
   void init();
@@ -180,11 +182,14 @@ void Worker::Impl::shutdown() {
   // Drop timers (they may hold references to peers), then close every endpoint.
   timers.clear();
   pending_timers.clear();
+  // Endpoints to abandoned (dead) peers are left to ucp_worker_destroy: a flush would wait
+  // for them forever, and FORCE needs error handling on both sides.
+  abandoned.clear();
   for (auto& [addr, p] : peers) {
     if (!p->ep) continue;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    prm.flags = p->error_handling ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void* r = ucp_ep_close_nbx(p->ep, &prm);
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     p->ep = nullptr;
@@ -327,28 +332,31 @@ void Worker::unmap(void* memh) {
 
 MemoryRegion::~MemoryRegion() { worker_->unmap(memh_); }
 
-std::shared_ptr<Peer> Worker::peer(const std::string& address) {
+std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handling) {
   auto it = impl_->peers.find(address);
   if (it != impl_->peers.end()) {
     if (!it->second->failed) return it->second;
     // A failed endpoint is closed and forgotten; its operations already completed with errors.
     std::shared_ptr<Peer> old = it->second;
     impl_->peers.erase(it);
-    if (old->ep) {
+    if (old->ep && old->error_handling) {
       ucp_request_param_t prm{};
       prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
       void* r = ucp_ep_close_nbx(old->ep, &prm);
       if (UCS_PTR_IS_PTR(r)) impl_->closing.push_back(r);
       old->ep = nullptr;
+    } else if (old->ep) {
+      impl_->abandoned.push_back(old);
     }
   }
   auto p = std::make_shared<Peer>();
   p->address = address;
+  p->error_handling = error_handling;
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-  if (impl_->opts.peer_error_handling) {
+  if (error_handling) {
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = ep_error;
@@ -358,6 +366,16 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address) {
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_create: " + status_text(st));
   impl_->peers[address] = p;
   return p;
+}
+
+void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
+  peer->failed = true;
+  if (peer->error.empty()) peer->error = "forgotten: the peer is gone";
+  auto it = impl_->peers.find(peer->address);
+  if (it != impl_->peers.end() && it->second == peer) impl_->peers.erase(it);
+  // The endpoint itself is left open: closing it without error handling could block on a
+  // dead peer. It is released with the worker.
+  impl_->abandoned.push_back(peer);
 }
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,

@@ -13,7 +13,6 @@ namespace thub::transport {
 struct WorkerOptions {
   std::string net_devices;  // UCX_NET_DEVICES unless the environment sets it ("" = UCX chooses)
   std::string tls;          // UCX_TLS unless the environment sets it ("" = UCX chooses)
-  bool peer_error_handling = true;  // UCP_ERR_HANDLING_MODE_PEER on endpoints
 };
 
 class MemoryRegion;
@@ -45,8 +44,14 @@ class Worker {
 
   // ---- progress thread only ----
   // The endpoint to the worker at `address` (created on first use, cached; a failed peer
-  // is dropped from the cache so that a later call starts afresh).
-  std::shared_ptr<Peer> peer(const std::string& address);
+  // is dropped from the cache so that a later call starts afresh). `error_handling` asks
+  // for UCP_ERR_HANDLING_MODE_PEER: UCX 1.13's shared-memory transports have no peer
+  // failure handler, so a peer on this host is reached without it (and watched by the
+  // caller), a peer on another host with it.
+  std::shared_ptr<Peer> peer(const std::string& address, bool error_handling);
+  // Forget a peer whose operations will never finish (its process is gone): later calls
+  // to peer() create a fresh endpoint; operations still in flight are abandoned.
+  void forget_peer(const std::shared_ptr<Peer>& peer);
   // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread.
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
            const RemoteKey& key, GetCallback cb);

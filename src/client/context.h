@@ -33,6 +33,7 @@ struct ContextConfig {
   int max_inflight = 16;
   int64_t timeout_ms = 0;
   int heartbeat_ms = 1000;
+  int reconnect_ms = 10000;             // after losing the registry, try the list this long
   int64_t heartbeat_timeout_ms = 5000;  // embedded registry: drop silent clients after this
   int64_t stall_timeout_ms = 10000;     // a source with no progress this long has failed
   bool pipeline = true;                 // embedded registry: hand out partial sources

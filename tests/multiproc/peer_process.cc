@@ -16,7 +16,10 @@
 
 namespace thub::test {
 
-PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) {
+PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) : PeerProcess(THUB_PEER_PATH, {}, env) {}
+
+PeerProcess::PeerProcess(const std::string& program, const std::vector<std::string>& args,
+                         const std::map<std::string, std::string>& env) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead peer shows as "eof", not as a dead test
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
@@ -26,7 +29,11 @@ PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) {
     dup2(to_child[0], 0);
     dup2(from_child[1], 1);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execl(THUB_PEER_PATH, "thub_peer", static_cast<char*>(nullptr));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(program.c_str(), argv.data());
     _exit(127);
   }
   close(to_child[0]);
@@ -36,6 +43,11 @@ PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) {
 }
 
 PeerProcess::~PeerProcess() {
+  if (pid_ <= 0) {
+    if (in_ >= 0) close(in_);
+    if (out_ >= 0) close(out_);
+    return;
+  }
   if (in_ >= 0) {
     [[maybe_unused]] ssize_t n = write(in_, "quit\n", 5);
     close(in_);
@@ -54,6 +66,14 @@ PeerProcess::~PeerProcess() {
     waitpid(pid_, &status, 0);
   }
   if (out_ >= 0) close(out_);
+}
+
+void PeerProcess::kill_now() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
 }
 
 void PeerProcess::send(const std::string& line) {

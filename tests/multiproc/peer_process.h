@@ -15,6 +15,9 @@ class PeerProcess {
  public:
   // `env` is added to this process's environment for the child.
   explicit PeerProcess(const std::map<std::string, std::string>& env = {});
+  // Any program with arguments (e.g. the registry daemon), stdin/stdout piped the same way.
+  PeerProcess(const std::string& program, const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env = {});
   ~PeerProcess();
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;
@@ -29,6 +32,8 @@ class PeerProcess {
   bool reply_ready(int ms);
   void signal(int sig) { ::kill(pid_, sig); }
   pid_t pid() const { return pid_; }
+  // SIGKILL and reap now (a crash, for failover tests).
+  void kill_now();
 
  private:
   pid_t pid_ = -1;

@@ -57,7 +57,7 @@ static void usage(FILE *f) {
           "  --tensors   number of tensors, a few of them tiny (default 64)\n"
           "  --rollouts  rollout processes (default 3, at most %d)\n"
           "  --steps     published versions (default 5)\n"
-          "  --tls       UCX transports, e.g. tcp or shm,tcp (info key `tls`; default: UCX's choice)\n"
+          "  --tls       UCX transports, e.g. tcp (info key `tls`; default: UCX's choice)\n"
           "  --verify    hash every chunk in the library (info key `verify`) and check every byte\n"
           "              (default: a sample of bytes per tensor)\n",
           MAX_ROLLOUTS);

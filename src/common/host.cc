@@ -13,11 +13,14 @@ std::string read_identity() {
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  char ns[256] = {0};
-  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return boot + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : std::string(host));
+  auto link = [](const char* path) {
+    char buf[256] = {0};
+    ssize_t n = readlink(path, buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+  };
+  // A network namespace stands for a host in the cluster in a box: processes in different
+  // ones talk over the network (with UCX peer error handling), as on separate hosts.
+  return boot + "/" + link("/proc/self/ns/pid") + "/" + link("/proc/self/ns/net");
 }
 }  // namespace
 

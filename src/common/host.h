@@ -8,7 +8,8 @@
 
 namespace thub {
 
-// "<boot id>/<pid namespace>": equal for two processes that can see each other's pids.
+// "<boot id>/<pid namespace>/<net namespace>": equal for two processes of one host that see
+// each other's pids and share its network (and so reach each other over shared memory).
 const std::string& host_identity();
 // False once the process is gone (or is a zombie).
 bool process_alive(int64_t pid);

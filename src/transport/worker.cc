@@ -62,6 +62,7 @@ struct Worker::Impl {
   void loop();
   void shutdown();
   void fail_peer(Peer* p, ucs_status_t st);
+  void reap_closing();  // free endpoint-close requests that have completed
 };
 
 namespace {
@@ -155,15 +156,7 @@ void Worker::Impl::loop() {
       n += k;
       if (k == 0) break;
     }
-    for (size_t i = 0; i < closing.size();) {
-      if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
-        ucp_request_free(closing[i]);
-        closing[i] = closing.back();
-        closing.pop_back();
-      } else {
-        ++i;
-      }
-    }
+    reap_closing();
     now = Clock::now();
     if (n > 0 || active || outstanding > 0) last_active = now;
     if (now - last_active > kSpinWindow) {
@@ -198,20 +191,24 @@ void Worker::Impl::shutdown() {
   auto deadline = Clock::now() + std::chrono::seconds(2);
   while (!closing.empty() && Clock::now() < deadline) {
     ucp_worker_progress(worker);
-    for (size_t i = 0; i < closing.size();) {
-      if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
-        ucp_request_free(closing[i]);
-        closing[i] = closing.back();
-        closing.pop_back();
-      } else {
-        ++i;
-      }
-    }
+    reap_closing();
   }
   ucp_worker_destroy(worker);
   worker = nullptr;
   ucp_cleanup(ctx);
   ctx = nullptr;
+}
+
+void Worker::Impl::reap_closing() {
+  for (size_t i = 0; i < closing.size();) {
+    if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
+      ucp_request_free(closing[i]);
+      closing[i] = closing.back();
+      closing.pop_back();
+    } else {
+      ++i;
+    }
+  }
 }
 
 void Worker::Impl::fail_peer(Peer* p, ucs_status_t st) {

@@ -71,23 +71,24 @@ static int info_from_args(char *rest, THUB_Info *info) {
   return 0;
 }
 
-static void add_tensor(const char *name, size_t size) {
-  unsigned char *p = size ? malloc(size) : NULL;
-  if (size && !p) {
-    printf("err -8 malloc\n");
-    fflush(stdout);
-    return;
+/* Allocates, zeroes and registers one tensor; returns the THUB status. */
+static int add_tensor(const char *name, size_t size) {
+  unsigned char *p = size ? calloc(1, size) : NULL;
+  int st;
+  if (size && !p) return THUB_ERR_NO_MEMORY;
+  if (ntensors >= MAX_TENSORS) {
+    free(p);
+    return THUB_ERR_ARG;
   }
-  if (size) memset(p, 0, size);
-  int st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
-  if (st == THUB_SUCCESS && ntensors < MAX_TENSORS) {
+  st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
+  if (st == THUB_SUCCESS) {
     bufs[ntensors] = p;
     sizes[ntensors] = size;
     ntensors++;
   } else {
     free(p);
   }
-  reply_status(st, NULL);
+  return st;
 }
 
 int main(void) {
@@ -118,23 +119,13 @@ int main(void) {
       int st = THUB_SUCCESS;
       for (tok = strtok_r(list, ",", &save); tok && st == THUB_SUCCESS; tok = strtok_r(NULL, ",", &save)) {
         char name[32];
-        size_t size = (size_t)strtoull(tok, NULL, 10);
-        unsigned char *p = size ? malloc(size) : NULL;
-        if (size) memset(p, 0, size);
         snprintf(name, sizeof name, "t%d", ntensors);
-        st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
-        if (st == THUB_SUCCESS) {
-          bufs[ntensors] = p;
-          sizes[ntensors] = size;
-          ntensors++;
-        } else {
-          free(p);
-        }
+        st = add_tensor(name, (size_t)strtoull(tok, NULL, 10));
       }
       reply_status(st, NULL);
     } else if (strcmp(cmd, "register") == 0) {
       char *name = strtok(NULL, " \n"), *size = strtok(NULL, " \n");
-      add_tensor(name ? name : "", size ? (size_t)strtoull(size, NULL, 10) : 0);
+      reply_status(add_tensor(name ? name : "", size ? (size_t)strtoull(size, NULL, 10) : 0), NULL);
     } else if (strcmp(cmd, "fill") == 0 || strcmp(cmd, "check") == 0) {
       char *s = strtok(NULL, " \n");
       uint64_t seed = s ? strtoull(s, NULL, 10) : 0;

@@ -1,6 +1,8 @@
 #include "src/registry/server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -141,6 +143,8 @@ void Server::Impl::accept_one() {
   for (;;) {
     int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // replies are small and latency-bound
     sched::ClientId id = next_client++;
     conns[id].fd = Fd(fd);
     log("client " + std::to_string(id) + " connected");

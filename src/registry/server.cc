@@ -209,6 +209,10 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
   } catch (const CodecError& e) {
     reject(id, c, h.req, sched::Status::kArg,
            std::string("malformed ") + type_name(h.type) + " message: " + e.what());
+  } catch (const std::exception& e) {
+    // A bug must not take the registry down for everybody: refuse this client only.
+    reject(id, c, h.req, sched::Status::kInternal,
+           std::string("internal error on ") + type_name(h.type) + ": " + e.what());
   }
 }
 

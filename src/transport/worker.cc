@@ -1,5 +1,8 @@
 #include "src/transport/worker.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -25,7 +28,6 @@ std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
 
 // How long the progress thread keeps spinning after the last event before it sleeps.
 constexpr auto kSpinWindow = std::chrono::microseconds(2000);
-constexpr auto kMaxSleep = std::chrono::microseconds(1000);
 }  // namespace
 
 // An endpoint to one remote worker. Owned by the cache and by the operations that use it.
@@ -47,7 +49,8 @@ struct Worker::Impl {
   std::thread::id thread_id;
 
   std::mutex mu;
-  std::condition_variable cv;
+  int wake_fd = -1;    // eventfd: commands and timers for the progress thread
+  int ucx_fd = -1;     // the worker's event fd (UCP_FEATURE_WAKEUP), -1 if unavailable
   std::deque<std::function<void()>> queue;
   std::multimap<Clock::time_point, std::function<void()>> timers;  // progress thread only
   std::multimap<Clock::time_point, std::function<void()>> pending_timers;  // under mu
@@ -63,6 +66,8 @@ struct Worker::Impl {
   void shutdown();
   void fail_peer(Peer* p, ucs_status_t st);
   void reap_closing();  // free endpoint-close requests that have completed
+  void wake();
+  void sleep_until(Clock::time_point until);
 };
 
 namespace {
@@ -109,7 +114,9 @@ void Worker::Impl::init() {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA;
+  // WAKEUP lets an idle progress thread sleep until a peer's request arrives: over shared
+  // memory UCX 1.13 serves gets through the source's worker, so the source must wake fast.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   st = ucp_init(&params, config, &ctx);
   ucp_config_release(config);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_init: " + status_text(st));
@@ -129,6 +136,36 @@ void Worker::Impl::init() {
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_worker_get_address: " + status_text(st));
   address.assign(reinterpret_cast<const char*>(a), alen);
   ucp_worker_release_address(worker, a);
+  if (ucp_worker_get_efd(worker, &ucx_fd) != UCS_OK) ucx_fd = -1;
+  wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) throw Error(Code::kNoMemory, "eventfd failed");
+}
+
+void Worker::Impl::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+}
+
+// Sleeps until a command, a timer, or (when the worker could be armed) a UCX event.
+void Worker::Impl::sleep_until(Clock::time_point until) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (stop || !queue.empty()) return;
+  }
+  bool armed = false;
+  if (ucx_fd >= 0) {
+    ucs_status_t st = ucp_worker_arm(worker);
+    if (st == UCS_ERR_BUSY) return;  // events are pending: progress them now
+    armed = st == UCS_OK;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+  // Without an armed worker, poll UCX at least every millisecond.
+  int timeout = static_cast<int>(std::max<int64_t>(0, armed ? left : std::min<int64_t>(left, 1)));
+  pollfd fds[2] = {{wake_fd, POLLIN, 0}, {ucx_fd, POLLIN, 0}};
+  ::poll(fds, armed ? 2 : 1, timeout);
+  uint64_t v;
+  while (::read(wake_fd, &v, sizeof v) > 0) {
+  }
 }
 
 void Worker::Impl::loop() {
@@ -160,13 +197,13 @@ void Worker::Impl::loop() {
     now = Clock::now();
     if (n > 0 || active || outstanding > 0) last_active = now;
     if (now - last_active > kSpinWindow) {
-      std::unique_lock<std::mutex> lk(mu);
-      auto until = now + kMaxSleep;
-      if (!timers.empty() && timers.begin()->first < until) until = timers.begin()->first;
-      if (!pending_timers.empty() && pending_timers.begin()->first < until) {
-        until = pending_timers.begin()->first;
+      auto until = now + std::chrono::seconds(1);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        timers.merge(pending_timers);
       }
-      cv.wait_until(lk, until, [&] { return stop || !queue.empty(); });
+      if (!timers.empty() && timers.begin()->first < until) until = timers.begin()->first;
+      sleep_until(until);
     }
   }
 }
@@ -195,6 +232,7 @@ void Worker::Impl::shutdown() {
   }
   ucp_worker_destroy(worker);
   worker = nullptr;
+  if (wake_fd >= 0) ::close(wake_fd);
   ucp_cleanup(ctx);
   ctx = nullptr;
 }
@@ -250,7 +288,7 @@ Worker::~Worker() {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stop = true;
   }
-  impl_->cv.notify_all();
+  impl_->wake();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -263,7 +301,7 @@ void Worker::post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->queue.push_back(std::move(fn));
   }
-  impl_->cv.notify_one();
+  impl_->wake();
 }
 
 void Worker::post_after(int64_t usec, std::function<void()> fn) {
@@ -276,7 +314,7 @@ void Worker::post_after(int64_t usec, std::function<void()> fn) {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->pending_timers.emplace(when, std::move(fn));
   }
-  impl_->cv.notify_one();
+  impl_->wake();
 }
 
 void Worker::call(const std::function<void()>& fn) {

@@ -47,6 +47,7 @@ struct Options {
   bool verify = true;
   bool breakdown = false;     // time the phases of THUB_Ireplicate by polling bytes_held
   bool ucx_peer_errors = false;  // raw endpoint with UCP_ERR_HANDLING_MODE_PEER, like TensorHub's
+  bool thub = true;              // --no-thub: baselines only (to study a UCX_TLS TensorHub refuses)
 };
 
 enum Cmd : uint64_t { kSize = 1, kPublish, kServe, kStop, kEndSize, kQuit };
@@ -102,6 +103,7 @@ void usage() {
       "  --inflight N     TensorHub max_inflight and the raw gets' window (default 16)\n"
       "  --json FILE      append one JSON line per size to FILE\n"
       "  --no-verify      skip the end-to-end checksum of each method\n"
+      "  --no-thub        measure the baselines only\n"
       "  --breakdown      also time the phases of a replicate (polls THUB_Model_stat)\n"
       "  --ucx-err-mode M raw endpoint error handling: none (default, UCX's fastest path) or\n"
       "                   peer (as TensorHub's endpoints: UCX 1.13 then drops posix/sysv)");
@@ -135,6 +137,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--json") o.json = val();
     else if (a == "--no-verify") o.verify = false;
     else if (a == "--breakdown") o.breakdown = true;
+    else if (a == "--no-thub") o.thub = false;
     else if (a == "--ucx-err-mode") {
       std::string m = val();
       if (m != "none" && m != "peer") throw std::runtime_error("--ucx-err-mode is none or peer");
@@ -353,23 +356,23 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
     auto t4 = Clock::now();
     // 4. TensorHub: the source publishes version `it`, we replicate it.
     source_publish(ch, it, timed ? &res : nullptr);
-    int64_t got = -1;
+    int64_t got = it;
     auto t5 = Clock::now();
-    thub_check(THUB_Replicate(m, it, &got), ctx, "reader THUB_Replicate");
+    if (o.thub) thub_check(THUB_Replicate(m, it, &got), ctx, "reader THUB_Replicate");
     auto t6 = Clock::now();
-    held = true;
+    held = o.thub;
     if (got != it) throw std::runtime_error("reader: replicated another version than asked");
     if (it == 0) res.first_replicate = secs(t5, t6);
     if (timed) {
       res.ucx.push_back(secs(t0, t1));
       res.ucx_tensor.push_back(secs(t1, t2));
       res.memcpy_s.push_back(secs(t3, t4));
-      res.thub.push_back(secs(t5, t6));
+      if (o.thub) res.thub.push_back(secs(t5, t6));
     }
   }
   thub_check(THUB_Model_stat(m, "gets", &res.thub_gets), ctx, "THUB_Model_stat");
 
-  if (o.breakdown) {
+  if (o.breakdown && o.thub) {
     for (int k = 0; k < o.iters; ++k) {
       int64_t v = total + k;
       thub_check(THUB_Unpublish(m), ctx, "reader THUB_Unpublish");
@@ -384,17 +387,19 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
   if (o.verify) {
     // Each method once more into zeroed buffers (untimed), then compare with the source.
     std::string bad;
-    thub_check(THUB_Unpublish(m), ctx, "reader THUB_Unpublish");
+    if (held) thub_check(THUB_Unpublish(m), ctx, "reader THUB_Unpublish");
     shard.zero();
     serve(ch, true);
     (void)ucx.get_all(regions, o.chunk, o.inflight);
     serve(ch, false);
     if (shard.checksum() != want_sum) bad += " ucx";
-    shard.zero();
-    int64_t v = total + (o.breakdown ? o.iters : 0);
-    source_publish(ch, v, nullptr);
-    thub_check(THUB_Replicate(m, v, nullptr), ctx, "reader THUB_Replicate (verify)");
-    if (shard.checksum() != want_sum) bad += " thub";
+    if (o.thub) {
+      shard.zero();
+      int64_t v = total + (o.breakdown ? o.iters : 0);
+      source_publish(ch, v, nullptr);
+      thub_check(THUB_Replicate(m, v, nullptr), ctx, "reader THUB_Replicate (verify)");
+      if (shard.checksum() != want_sum) bad += " thub";
+    }
     if (!bad.empty()) throw std::runtime_error("reader: checksum mismatch after" + bad);
     res.verified = "ok";
   }

@@ -26,8 +26,12 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
 
-// How long the progress thread keeps spinning after the last event before it sleeps.
-constexpr auto kSpinWindow = std::chrono::microseconds(2000);
+// How long the progress thread keeps spinning after the last event before it sleeps on the
+// worker's event fd. Short: on a few cores, spinning readers starve the sources and the
+// kernel's network stack; gets in flight wake the thread through UCX events.
+constexpr auto kSpinWindow = std::chrono::microseconds(200);
+// With gets in flight, never sleep longer than this (in case a transport raises no event).
+constexpr auto kBusySleep = std::chrono::microseconds(1000);
 }  // namespace
 
 // An endpoint to one remote worker. Owned by the cache and by the operations that use it.
@@ -195,9 +199,10 @@ void Worker::Impl::loop() {
     }
     reap_closing();
     now = Clock::now();
-    if (n > 0 || active || outstanding > 0) last_active = now;
+    if (n > 0 || active || (outstanding > 0 && ucx_fd < 0)) last_active = now;
     if (now - last_active > kSpinWindow) {
-      auto until = now + std::chrono::seconds(1);
+      auto until = now + (outstanding > 0 ? std::chrono::duration_cast<Clock::duration>(kBusySleep)
+                                          : std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)));
       {
         std::lock_guard<std::mutex> lk(mu);
         timers.merge(pending_timers);

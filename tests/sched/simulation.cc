@@ -48,6 +48,7 @@ struct Shard {
   std::map<RequestId, Out> out;
   std::set<Version> host;    // host copies (client view)
   std::set<Version> host_reg;  // host copies (registry view: OffloadDone accepted)
+  Version offload_ordered = -1;  // registry view: Offload ordered, OffloadDone not yet taken
   Version reg_v = -1;        // complete holding in the registry's view
   Version keep = -1;         // re-publish after reconnect
   bool round_done = true;
@@ -175,18 +176,30 @@ class World {
     ++res_.events;
     std::string inv = reg_->check_invariants();
     if (!inv.empty()) return fail("registry invariant: " + inv);
+    // Acks are checked against the view after the whole step: one event may both complete
+    // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
+    acks_.clear();
     for (const Action& a : acts) act(a);
+    for (auto [i, s] : acks_) check_unpublish_ack(i, s);
+  }
+
+  // The actor whose current session is client `c` (-1: unknown, or an older session of an
+  // actor that has rejoined since: what happens to that one must not touch the new one).
+  int current(ClientId c) const {
+    auto it = by_client_.find(c);
+    return it == by_client_.end() || actors_[it->second].cid != c ? -1 : it->second;
   }
 
   void forget_client(ClientId c) {
-    auto it = by_client_.find(c);
-    if (it == by_client_.end()) return;
-    Actor& a = actors_[it->second];
+    int i = current(c);
+    if (i < 0) return;
+    Actor& a = actors_[i];
     a.registered = false;
     for (Shard& s : a.sh) {
       suspect_.insert(s.id);
       s.reg_v = -1;
       s.host_reg.clear();
+      s.offload_ordered = -1;
     }
   }
 
@@ -194,10 +207,9 @@ class World {
   void act(const Action& action) {
     if (auto* d = std::get_if<Drop>(&action)) {
       mix("D" + std::to_string(d->client));
+      int i = current(d->client);
       forget_client(d->client);
-      auto it = by_client_.find(d->client);
-      if (it == by_client_.end()) return;
-      int i = it->second;
+      if (i < 0) return;
       uint64_t session = actors_[i].session;
       at(lat(), [=] {
         if (actors_[i].session == session && actors_[i].alive) rejoin(i);
@@ -207,12 +219,12 @@ class World {
     if (auto* o = std::get_if<Offload>(&action)) {
       mix("O" + std::to_string(o->member) + "v" + std::to_string(o->version));
       ++res_.offloads;
-      auto it = by_client_.find(o->client);
-      if (it == by_client_.end()) return;
-      int i = it->second;
+      int i = current(o->client);
+      if (i < 0) return;
       auto own = owner_.find(o->member);
       if (own == owner_.end()) return;
       int s = own->second.second;
+      actors_[i].sh[s].offload_ordered = o->version;
       uint64_t session = actors_[i].session;
       Offload off = *o;
       at(lat() + static_cast<Time>(r(20)) * kMs, [=] {  // the client copies to host memory
@@ -288,14 +300,16 @@ class World {
       suspect_.erase(sh.id);
       failed_.erase(sh.id);
     }
-    if (out.op == Op::kOffloadDone && rep.status == Status::kOk)
+    if (out.op == Op::kOffloadDone && rep.status == Status::kOk) {
       sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
+      sh.offload_ordered = -1;
+    }
     if ((out.op == Op::kReplicate || out.op == Op::kFailed) && rep.status == Status::kOk) {
       ++res_.grants;
       lease_src_[rep.lease] = rep.source;
       if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
     }
-    if (out.op == Op::kUnpublish && rep.status == Status::kOk) check_unpublish_ack(i, s);
+    if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
   }
 
   void check_transaction(int i, int s, const Reply& rep) {
@@ -343,7 +357,9 @@ class World {
     for (const Actor& b : actors_) {
       if (&b == &a || !b.registered || b.spot || b.model != a.model || b.n != a.n) continue;
       const Shard& t = b.sh[s];
-      if ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v)) return;
+      // a holder, a host copy, or an ordered offload (its buffers stay until OffloadDone)
+      if ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) || t.offload_ordered == v)
+        return;
     }
     std::ostringstream os;
     for (const Actor& b : actors_)
@@ -613,6 +629,7 @@ class World {
       s.out.clear();
       s.host.clear();
       s.host_reg.clear();
+      s.offload_ordered = -1;
       s.reg_v = -1;
       s.round_done = true;
     }
@@ -715,6 +732,7 @@ class World {
   std::set<MemberId> suspect_;
   std::set<MemberId> failed_;  // named by a delivered SourceFailed
   std::map<LeaseId, MemberId> lease_src_;
+  std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;
 };

@@ -42,6 +42,8 @@ struct Member {
   std::string descriptor;
   LeaseId own_lease = 0;      // kReceiving: the lease this member reads with
   bool unpublish_pending = false;  // kOffloading/kDraining: an Unpublish reply is owed
+  bool intact = false;        // kDraining: the buffers still hold `version` completely (an
+                              // unpublished holding, not a failed or partial one)
   RequestId unpublish_req = 0;
   std::map<Version, OffloadCopy> offloaded;
 };

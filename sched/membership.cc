@@ -179,6 +179,7 @@ void Core::on(const Unpublish& e) {
   }
   m->unpublish_pending = true;
   m->unpublish_req = e.req;
+  m->intact = m->buf == Buf::kHolding;
   if (m->buf == Buf::kHolding && needs_offload(*m)) {
     unindex(*m);
     m->buf = Buf::kOffloading;

@@ -67,12 +67,14 @@ bool Core::has_holder(const Member& req, Version v, int shard) const {
       if (h.shard != shard || id == req.id) continue;
       if (serves_offload(h, v) || h.buf == Buf::kHolding || grounded(id, req.id)) return true;
     }
-  if (cfg_.pipeline) return false;
-  // Without pipelining a receiver is no source yet, but will hold v when its transfer ends.
+  // Not sources yet, but soon: a member offloading v serves its host copy after OffloadDone;
+  // without pipelining, a receiver holds v when its transfer ends.
   for (const auto& [name, r] : md->replicas)
     if (auto it = r.shards.find(shard); it != r.shards.end() && it->second != req.id) {
       const Member& h = members_.at(it->second);
-      if (h.buf == Buf::kReceiving && h.version == v && grounded(h.id, req.id)) return true;
+      if (h.version != v || h.num_shards != req.num_shards) continue;
+      if (h.buf == Buf::kOffloading) return true;
+      if (!cfg_.pipeline && h.buf == Buf::kReceiving && grounded(h.id, req.id)) return true;
     }
   return false;
 }
@@ -258,6 +260,8 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   unindex(s);
   if (from_offload) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
+  } else if (s.buf == Buf::kDraining && s.version == v) {
+    s.intact = false;  // never offload data a reader found broken
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.
@@ -271,6 +275,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
       pending_.erase(pending_.begin() + static_cast<long>(i));
     }
     s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
+    s.intact = false;
   }
   index(s);
   check_drain(s);

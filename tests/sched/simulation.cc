@@ -37,6 +37,7 @@ struct Out {
   Op op;
   Event ev;
   int round = 0;
+  bool decided = false;  // the registry answered it once (later answers repeat the cache)
 };
 
 struct Shard {
@@ -52,6 +53,7 @@ struct Shard {
   Version reg_v = -1;        // complete holding in the registry's view
   Version keep = -1;         // re-publish after reconnect
   bool round_done = true;
+  bool sending = false;      // a Replicate of this round is scheduled but not yet sent
 };
 
 struct Actor {
@@ -158,10 +160,12 @@ class World {
         [&](const auto& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
+            if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
             suspect_.insert(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
+            if (!undecided(e.client, e.req)) return;
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
               suspect_.insert(l->second);
               failed_.insert(l->second);  // the registry now counts its data as lost
@@ -190,7 +194,18 @@ class World {
     return it == by_client_.end() || actors_[it->second].cid != c ? -1 : it->second;
   }
 
+  // Is (client, req) a request of a current session that the registry has not answered yet?
+  // Only then can its delivery change the registry's state.
+  bool undecided(ClientId c, RequestId req) const {
+    int i = current(c);
+    if (i < 0) return false;
+    for (const Shard& s : actors_[i].sh)
+      if (auto it = s.out.find(req); it != s.out.end()) return !it->second.decided;
+    return false;
+  }
+
   void forget_client(ClientId c) {
+    zombies_.erase(c);
     int i = current(c);
     if (i < 0) return;
     Actor& a = actors_[i];
@@ -267,7 +282,12 @@ class World {
     int s = -1;
     for (size_t k = 0; k < a.sh.size(); ++k)
       if (a.sh[k].out.count(rep.req)) s = static_cast<int>(k);
-    if (s >= 0) on_decided(i, s, a.sh[s].out.at(rep.req), rep);
+    if (s >= 0 && !a.sh[s].out.at(rep.req).decided) {
+      // Only the first answer is a decision; a retry gets the cached reply, which must not
+      // be checked again against a world that has moved on.
+      a.sh[s].out.at(rep.req).decided = true;
+      on_decided(i, s, a.sh[s].out.at(rep.req), rep);
+    }
     uint64_t session = a.session;
     if (!quiet_ && chance(10)) {
       ++res_.lost;
@@ -279,8 +299,9 @@ class World {
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
     Actor& a = actors_[i];
     if (std::getenv("THUB_SIM_TRACE"))
-      std::fprintf(stderr, "t=%lld %s/%d op%d round %d(cur %d) -> %d v%lld src %llu\n",
-                   static_cast<long long>(now_), a.replica.c_str(), s, static_cast<int>(out.op),
+      std::fprintf(stderr, "t=%lld %s/%d req %llu op%d round %d(cur %d) -> %d v%lld src %llu\n",
+                   static_cast<long long>(now_), a.replica.c_str(), s,
+                   static_cast<unsigned long long>(rep.req), static_cast<int>(out.op),
                    out.round, a.round, static_cast<int>(rep.status),
                    static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source));
     Shard& sh = a.sh[s];
@@ -336,6 +357,15 @@ class World {
     }
   }
 
+  // Every session the registry still knows: current ones, and those of actors that crashed
+  // silently and came back as a new client before the registry removed the old one.
+  template <class F>
+  void for_each_registered(F fn) const {
+    for (const Actor& b : actors_)
+      if (b.registered) fn(b);
+    for (const auto& [cid, b] : zombies_) fn(b);
+  }
+
   void check_unpublish_ack(int i, int s) {
     Actor& a = actors_[i];
     Shard& sh = a.sh[s];
@@ -347,20 +377,23 @@ class World {
     Version v = sh.st == St::kHolding ? sh.v : -1;
     if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
     int k = 0;
-    for (const Actor& b : actors_)
-      if (b.registered && b.model == a.model) k = std::max(k, b.retain);
+    for_each_registered([&](const Actor& b) {
+      if (b.model == a.model) k = std::max(k, b.retain);
+    });
     const auto& pub = published_[a.model];
     bool retained = false;
     int j = 0;
     for (auto it = pub.rbegin(); it != pub.rend() && j < k; ++it, ++j) retained = retained || *it == v;
     if (!retained) return;
-    for (const Actor& b : actors_) {
-      if (&b == &a || !b.registered || b.spot || b.model != a.model || b.n != a.n) continue;
+    bool kept = false;
+    for_each_registered([&](const Actor& b) {
+      if (&b == &a || b.spot || b.model != a.model || b.n != a.n) return;
       const Shard& t = b.sh[s];
       // a holder, a host copy, or an ordered offload (its buffers stay until OffloadDone)
-      if ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) || t.offload_ordered == v)
-        return;
-    }
+      kept = kept || (t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) ||
+             t.offload_ordered == v;
+    });
+    if (kept) return;
     std::ostringstream os;
     for (const Actor& b : actors_)
       if (b.model == a.model)
@@ -518,7 +551,8 @@ class World {
 
   bool idle(const Actor& a) const {
     for (const Shard& s : a.sh)
-      if (!s.out.empty() || s.x.active || s.st == St::kNone || s.keep >= 0) return false;
+      if (!s.out.empty() || s.x.active || s.st == St::kNone || s.keep >= 0 || s.sending)
+        return false;
     return true;
   }
 
@@ -576,9 +610,11 @@ class World {
     a.pending_update = false;
     for (int s = 0; s < a.n; ++s) {
       uint64_t session = a.session;
+      a.sh[s].sending = true;  // not idle: the next round must not start before this one
       at(static_cast<Time>(r(20)) * kMs, [=] {
         Actor& b = actors_[i];
         if (b.session != session || !b.alive) return;
+        b.sh[s].sending = false;
         RequestId q = next_req();
         b.sh[s].round_done = false;
         send(i, s, Op::kReplicate,
@@ -614,8 +650,12 @@ class World {
 
   void join(int i, bool keep) {
     Actor& a = actors_[i];
+    if (a.registered) zombies_[a.cid] = a;  // until the registry removes the old session
     a.cid = next_cid_++;
     by_client_[a.cid] = i;
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld %s joins as client %llu%s\n", static_cast<long long>(now_),
+                   a.replica.c_str(), static_cast<unsigned long long>(a.cid), keep ? " (rejoin)" : "");
     a.alive = true;
     ++a.session;
     a.busy = false;
@@ -632,6 +672,7 @@ class World {
       s.offload_ordered = -1;
       s.reg_v = -1;
       s.round_done = true;
+      s.sending = false;
     }
     uint64_t epoch = epoch_;
     Event c = Connect{a.cid, a.dc};
@@ -671,6 +712,7 @@ class World {
     reg_ = std::make_unique<Registry>(cfg_);
     ++epoch_;
     owner_.clear();
+    zombies_.clear();
     published_.clear();
     suspect_.clear();
     failed_.clear();
@@ -723,6 +765,7 @@ class World {
   bool quiet_ = false;
   std::map<std::pair<Time, uint64_t>, std::function<void()>> q_;
   std::vector<Actor> actors_;
+  std::map<ClientId, Actor> zombies_;  // old sessions the registry has not removed yet
   std::map<ClientId, int> by_client_;
   ClientId next_cid_ = 1;
   std::map<MemberId, std::pair<int, int>> owner_;

@@ -54,6 +54,7 @@ struct Lease {
   ClientId reader_client = 0;
   Version version = -1;
   bool from_offload = false;  // reads the source's host copy, not its buffers
+  Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
 };
 
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
@@ -129,8 +130,12 @@ class Core {
   void on(const Unpublish& e);
   void touch(ClientId c);
   void expire();
-  void remove_client(ClientId c);
-  void forget_member(MemberId m);   // close/crash: drop holdings, leave leases on it counted
+  // A client removed for silence may still be reading: its reads become orphans, counted
+  // until heartbeat_timeout has passed (it learns of the removal by then); a Disconnect or a
+  // Close ends them at once.
+  void remove_client(ClientId c, bool orphan_reads = false);
+  void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
+  void expire_orphans();
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);
 
@@ -162,7 +167,9 @@ class Core {
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   bool try_regrant(const Pending& p);
   bool grounded(MemberId partial, MemberId requester) const;
+  bool will_serve(const Member& h, Version v, MemberId requester) const;
   bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
+  bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);
   void cancel_own_lease(Member& m);
@@ -197,6 +204,7 @@ class Core {
   std::map<LeaseId, Lease> leases_;
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   std::vector<Pending> pending_;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;

@@ -58,24 +58,42 @@ bool Core::grounded(MemberId id, MemberId requester) const {
   return false;
 }
 
+// h serves v now or will without anyone's help: a complete holder or host copy, a partial
+// whose chain is grounded, a member offloading v (it serves the host copy after
+// OffloadDone), or, without pipelining, a grounded receiver (it holds v when done).
+bool Core::will_serve(const Member& h, Version v, MemberId requester) const {
+  if (h.id == requester) return false;
+  if (serves_offload(h, v)) return true;
+  if (h.version != v) return false;
+  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return true;
+  return h.buf == Buf::kReceiving && grounded(h.id, requester);
+}
+
 bool Core::has_holder(const Member& req, Version v, int shard) const {
   const Model* md = model_of(req);
   if (!md) return false;
-  if (auto hit = md->holders.find(v); hit != md->holders.end())
-    for (MemberId id : hit->second) {
-      const Member& h = members_.at(id);
-      if (h.shard != shard || id == req.id) continue;
-      if (serves_offload(h, v) || h.buf == Buf::kHolding || grounded(id, req.id)) return true;
-    }
-  // Not sources yet, but soon: a member offloading v serves its host copy after OffloadDone;
-  // without pipelining, a receiver holds v when its transfer ends.
   for (const auto& [name, r] : md->replicas)
-    if (auto it = r.shards.find(shard); it != r.shards.end() && it->second != req.id) {
-      const Member& h = members_.at(it->second);
-      if (h.version != v || h.num_shards != req.num_shards) continue;
-      if (h.buf == Buf::kOffloading) return true;
-      if (!cfg_.pipeline && h.buf == Buf::kReceiving && grounded(h.id, req.id)) return true;
+    if (auto it = r.shards.find(shard); it != r.shards.end() && r.num_shards == req.num_shards &&
+                                        will_serve(members_.at(it->second), v, req.id))
+      return true;
+  return false;
+}
+
+bool Core::replica_will_serve(const Member& req, Version v) const {
+  const Model* md = model_of(req);
+  if (!md) return false;
+  const Replica& mine = md->replicas.at(req.replica);
+  for (const auto& [name, r] : md->replicas) {
+    if (name == req.replica || r.num_shards != req.num_shards ||
+        static_cast<int>(r.shards.size()) != r.num_shards)
+      continue;
+    bool all = true;
+    for (const auto& [s, id] : r.shards) {
+      auto rq = mine.shards.find(s);
+      all = all && will_serve(members_.at(id), v, rq == mine.shards.end() ? 0 : rq->second);
     }
+    if (all) return true;
+  }
   return false;
 }
 
@@ -128,9 +146,9 @@ bool Core::try_replicate(const Pending& p) {
   if (st == Status::kOk) {
     src = choose_replica(m, v);
     if (!src) {
-      bool every_shard = true;
-      for (int s = 0; s < m.num_shards && every_shard; ++s) every_shard = has_holder(m, v, s);
-      if (every_shard) return false;  // busy or not yet complete: deferred
+      // One replica serves every shard (a transaction has one source replica): wait for a
+      // replica that will, even if each shard alone has some holder elsewhere.
+      if (replica_will_serve(m, v)) return false;  // busy or not yet complete: deferred
       st = Status::kVersionLost;
       detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
     }
@@ -204,6 +222,7 @@ void Core::end_lease(LeaseId id) {
   if (it == leases_.end()) return;
   Lease l = it->second;
   leases_.erase(it);
+  if (l.orphan_until) orphans_.erase({l.orphan_until, id});
   if (auto sit = leases_by_source_.find(l.source); sit != leases_by_source_.end()) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);

@@ -71,6 +71,7 @@ struct Actor {
   bool has_first = false;
   Version first_v = -1;
   int first_src = -1;
+  std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source shards and their hidden_ count
 };
 
 class World {
@@ -161,14 +162,20 @@ class World {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
             if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
-            suspect_.insert(e.member);
+            hide(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
             if (!undecided(e.client, e.req)) return;
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
-              suspect_.insert(l->second);
-              failed_.insert(l->second);  // the registry now counts its data as lost
+              const LeaseView& lv = l->second;
+              if (lv.host) {  // the registry drops that host copy, the buffers are not touched
+                if (auto o = owner_.find(lv.src); o != owner_.end())
+                  actors_[o->second.first].sh[o->second.second].host_reg.erase(lv.v);
+              } else {
+                hide(lv.src);
+                failed_.insert(lv.src);  // the registry now counts its data as lost
+              }
             }
           } else if constexpr (std::is_same_v<E, Disconnect>) {
             forget_client(e.client);
@@ -204,6 +211,11 @@ class World {
     return false;
   }
 
+  void hide(MemberId m) {
+    suspect_.insert(m);
+    ++hidden_[m];
+  }
+
   void forget_client(ClientId c) {
     zombies_.erase(c);
     int i = current(c);
@@ -211,7 +223,7 @@ class World {
     Actor& a = actors_[i];
     a.registered = false;
     for (Shard& s : a.sh) {
-      suspect_.insert(s.id);
+      hide(s.id);
       s.reg_v = -1;
       s.host_reg.clear();
       s.offload_ordered = -1;
@@ -222,6 +234,9 @@ class World {
   void act(const Action& action) {
     if (auto* d = std::get_if<Drop>(&action)) {
       mix("D" + std::to_string(d->client));
+      if (std::getenv("THUB_SIM_TRACE"))
+        std::fprintf(stderr, "t=%lld drop client %llu\n", static_cast<long long>(now_),
+                     static_cast<unsigned long long>(d->client));
       int i = current(d->client);
       forget_client(d->client);
       if (i < 0) return;
@@ -327,7 +342,8 @@ class World {
     }
     if ((out.op == Op::kReplicate || out.op == Op::kFailed) && rep.status == Status::kOk) {
       ++res_.grants;
-      lease_src_[rep.lease] = rep.source;
+      lease_src_[rep.lease] =
+          LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
       if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
     }
     if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
@@ -341,6 +357,9 @@ class World {
       a.has_first = true;
       a.first_v = rep.version;
       a.first_src = src;
+      a.first_plan.clear();
+      if (src >= 0)
+        for (const Shard& t : actors_[src].sh) a.first_plan.emplace_back(t.id, hidden_[t.id]);
       return;
     }
     if (rep.version != a.first_v)
@@ -351,7 +370,11 @@ class World {
       const Shard& ps = fs.sh[s];
       bool serves = ps.reg_v == a.first_v ||
                     (ps.st == St::kReceiving && ps.v == a.first_v && ps.x.active);
-      if (fs.registered && ps.id && !suspect_.count(ps.id) && serves)
+      // the planned shard served all along (a member unpublished and re-filled meanwhile
+      // counts as vanished: the registry rightly chose anew)
+      bool same = s < static_cast<int>(a.first_plan.size()) && a.first_plan[s].first == ps.id &&
+                  a.first_plan[s].second == hidden_[ps.id];
+      if (fs.registered && ps.id && !suspect_.count(ps.id) && serves && same)
         fail("shards of replica " + a.replica + " got different source replicas " + fs.replica +
              " and " + (src >= 0 ? actors_[src].replica : "?"));
     }
@@ -372,7 +395,8 @@ class World {
     for (const Actor& b : actors_)
       for (const Shard& t : b.sh)
         if (t.x.reading && !t.x.host && t.x.src == sh.id)
-          return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while read");
+          return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while " +
+                      b.replica + " reads it (lease " + std::to_string(t.x.lease) + ")");
     // Retention: the last non-spot holder of a retained version never loses it by unpublish.
     Version v = sh.st == St::kHolding ? sh.v : -1;
     if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
@@ -691,6 +715,9 @@ class World {
 
   void crash(int i) {
     Actor& a = actors_[i];
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld %s (client %llu) crashes\n", static_cast<long long>(now_),
+                   a.replica.c_str(), static_cast<unsigned long long>(a.cid));
     ++res_.crashes;
     a.alive = false;
     ++a.session;
@@ -773,8 +800,14 @@ class World {
   std::map<std::string, Version> next_version_;
   std::map<std::string, int> shards_;
   std::set<MemberId> suspect_;
+  std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
   std::set<MemberId> failed_;  // named by a delivered SourceFailed
-  std::map<LeaseId, MemberId> lease_src_;
+  struct LeaseView {
+    MemberId src = 0;
+    Version v = -1;
+    bool host = false;  // reads a host copy
+  };
+  std::map<LeaseId, LeaseView> lease_src_;
   std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;

@@ -199,6 +199,7 @@ void Core::on(const Unpublish& e) {
   if (m->buf == Buf::kHolding && needs_offload(*m)) {
     unindex(*m);
     m->buf = Buf::kOffloading;
+    index(*m);  // its host copies of other versions still serve
     out_.emplace_back(Offload{m->client, m->id, m->version});
     return;
   }

@@ -113,6 +113,10 @@ std::string Core::describe() const {
   std::ostringstream os;
   os << "clients " << clients_.size() << ", members " << members_.size() << ", leases "
      << leases_.size() << ", pending " << pending_.size() << "\n";
+  for (const Pending& p : pending_)
+    os << "  pending " << (p.kind == Pending::Kind::kRegrant ? "regrant" : "replicate")
+       << " client " << p.client << " req " << p.req << " member " << p.member << " spec "
+       << p.spec << " newer_than " << p.newer_than << " version " << p.version << "\n";
   for (const auto& [name, md] : models_) {
     os << "model " << name << " published {";
     for (Version v : md.published) os << " " << v;

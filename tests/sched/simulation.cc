@@ -38,6 +38,7 @@ struct Out {
   Event ev;
   int round = 0;
   bool decided = false;  // the registry answered it once (later answers repeat the cache)
+  bool delivered = false;  // the registry has seen it (so it is deferred until decided)
 };
 
 struct Shard {
@@ -54,6 +55,7 @@ struct Shard {
   Version keep = -1;         // re-publish after reconnect
   bool round_done = true;
   bool sending = false;      // a Replicate of this round is scheduled but not yet sent
+  bool round_decided = false;  // its Replicate of the current round was answered
 };
 
 struct Actor {
@@ -162,6 +164,7 @@ class World {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
             if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
+            release_reads({e.member}, 0);  // a receiving member's own read is cancelled
             hide(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
@@ -170,16 +173,18 @@ class World {
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
               const LeaseView& lv = l->second;
               if (lv.host) {  // the registry drops that host copy, the buffers are not touched
-                if (auto o = owner_.find(lv.src); o != owner_.end())
-                  actors_[o->second.first].sh[o->second.second].host_reg.erase(lv.v);
+                if (Shard* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
               } else {
                 hide(lv.src);
                 failed_.insert(lv.src);  // the registry now counts its data as lost
               }
             }
           } else if constexpr (std::is_same_v<E, Disconnect>) {
+            release_reads(members_of(e.client), 0);
             forget_client(e.client);
           }
+          if constexpr (std::is_same_v<E, Replicate> || std::is_same_v<E, SourceFailed>)
+            mark_delivered(e.client, e.req);
         },
         ev);
     mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
@@ -192,6 +197,144 @@ class World {
     acks_.clear();
     for (const Action& a : acts) act(a);
     for (auto [i, s] : acks_) check_unpublish_ack(i, s);
+    sweep_host_copies();
+    check_reader_limit();
+    check_no_idle_wait();
+  }
+
+  // Host copies outside the retained window are dropped by the registry (for good).
+  bool retained_now(const std::string& model, Version v) const {
+    int k = 0;
+    for_each_registered([&](const Actor& b) {
+      if (b.model == model) k = std::max(k, b.retain);
+    });
+    auto pit = published_.find(model);
+    if (pit == published_.end()) return false;
+    int j = 0;
+    for (auto it = pit->second.rbegin(); it != pit->second.rend() && j < k; ++it, ++j)
+      if (*it == v) return true;
+    return false;
+  }
+  void sweep_host_copies() {
+    auto sweep = [&](Actor& b) {
+      for (Shard& t : b.sh)
+        for (auto it = t.host_reg.begin(); it != t.host_reg.end();)
+          it = retained_now(b.model, *it) ? std::next(it) : t.host_reg.erase(it);
+    };
+    for (Actor& b : actors_)
+      if (b.registered) sweep(b);
+    for (auto& [cid, z] : zombies_) sweep(z);
+  }
+
+  // ---- checks from outside the registry: the leases each simulated reader holds
+  void mark_delivered(ClientId c, RequestId req) {
+    int i = current(c);
+    if (i < 0) return;
+    for (Shard& t : actors_[i].sh)
+      if (auto it = t.out.find(req); it != t.out.end()) it->second.delivered = true;
+  }
+
+  std::set<MemberId> members_of(ClientId c) const {
+    std::set<MemberId> ids;
+    int i = current(c);
+    if (i >= 0)
+      for (const Shard& t : actors_[i].sh) ids.insert(t.id);
+    if (auto z = zombies_.find(c); z != zombies_.end())
+      for (const Shard& t : z->second.sh) ids.insert(t.id);
+    ids.erase(0);
+    return ids;
+  }
+
+  // The reads of `readers` end (until == 0) or become orphans that end at `until`.
+  void release_reads(const std::set<MemberId>& readers, Time until) {
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!readers.count(it->second.reader) || it->second.orphan_until) {
+        ++it;
+      } else if (until) {
+        it->second.orphan_until = until;
+        ++it;
+      } else {
+        it = held_.erase(it);
+      }
+    }
+  }
+
+  // Leases held on a source, plus the slots an open transaction of another replica may
+  // still claim on it (an upper bound of the registry's load).
+  std::map<MemberId, int> outside_load(bool with_reservations) {
+    for (auto it = held_.begin(); it != held_.end();)
+      it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
+    std::map<MemberId, int> n;
+    for (const auto& [l, h] : held_) ++n[h.src];
+    if (with_reservations)
+      for (const Actor& c : actors_) {
+        if (!c.alive || !c.has_first || c.first_src < 0) continue;
+        for (size_t s = 0; s < c.sh.size() && s < c.first_plan.size(); ++s)
+          if (!c.sh[s].round_decided) ++n[c.first_plan[s].first];
+      }
+    return n;
+  }
+
+  void check_reader_limit() {
+    for (const auto& [src, k] : outside_load(false))
+      if (k > cfg_.max_readers_per_source)
+        return fail("member " + std::to_string(src) + " has " + std::to_string(k) +
+                    " readers (max " + std::to_string(cfg_.max_readers_per_source) +
+                    ") in the clients' view");
+  }
+
+  // Does `t` (a shard of a registry-visible replica) hold v completely and unhidden?
+  bool complete_holder(const Shard& t, Version v) const {
+    return t.id && ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v));
+  }
+
+  // A request the registry has seen but not answered must not wait while a source that is
+  // surely eligible is idle. Checked for absolute versions (a relative spec may resolve to a
+  // version this view cannot know) and for regrants; the first shard of a transaction only.
+  void check_no_idle_wait() {
+    std::map<MemberId, int> load;
+    bool loaded = false;
+    for (const Actor& a : actors_) {
+      if (!a.alive) continue;
+      for (size_t s = 0; s < a.sh.size(); ++s)
+        for (const auto& [req, out] : a.sh[s].out) {
+          if (!out.delivered || out.decided) continue;
+          Version v = -1;
+          bool whole_replica = false;
+          if (out.op == Op::kReplicate) {
+            const Replicate& e = std::get<Replicate>(out.ev);
+            if (e.spec < 0 || e.spec <= e.newer_than || a.has_first || out.round != a.round) continue;
+            v = e.spec;
+            whole_replica = true;
+          } else if (out.op == Op::kFailed) {
+            auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
+            if (l == lease_src_.end()) continue;
+            v = l->second.v;
+          } else {
+            continue;
+          }
+          if (!loaded) {
+            load = outside_load(true);
+            loaded = true;
+          }
+          auto idle = [&](const Shard& t) { return load[t.id] < cfg_.max_readers_per_source; };
+          std::string who;
+          for_each_registered([&](const Actor& b) {
+            if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) return;
+            if (whole_replica) {
+              for (const Shard& t : b.sh)
+                if (!complete_holder(t, v) || !idle(t)) return;
+              who = b.replica;
+            } else if (complete_holder(b.sh[s], v) && idle(b.sh[s])) {
+              who = b.replica;
+            }
+          });
+          if (!who.empty())
+            return fail("request " + std::to_string(req) + " of " + a.replica + " shard " +
+                        std::to_string(s) + " waits for v" + std::to_string(v) + " while " + who +
+                        " is an idle holder");
+        }
+    }
   }
 
   // The actor whose current session is client `c` (-1: unknown, or an older session of an
@@ -209,6 +352,19 @@ class World {
     for (const Shard& s : actors_[i].sh)
       if (auto it = s.out.find(req); it != s.out.end()) return !it->second.decided;
     return false;
+  }
+
+  // The registry-view record of member m: in its actor's current session, or in the zombie
+  // of an older one.
+  Shard* reg_view(MemberId m) {
+    if (auto o = owner_.find(m); o != owner_.end()) {
+      Shard& t = actors_[o->second.first].sh[o->second.second];
+      if (t.id == m) return &t;
+    }
+    for (auto& [cid, z] : zombies_)
+      for (Shard& t : z.sh)
+        if (t.id == m) return &t;
+    return nullptr;
   }
 
   void hide(MemberId m) {
@@ -238,6 +394,7 @@ class World {
         std::fprintf(stderr, "t=%lld drop client %llu\n", static_cast<long long>(now_),
                      static_cast<unsigned long long>(d->client));
       int i = current(d->client);
+      release_reads(members_of(d->client), now_ + cfg_.heartbeat_timeout);  // orphans
       forget_client(d->client);
       if (i < 0) return;
       uint64_t session = actors_[i].session;
@@ -275,10 +432,9 @@ class World {
         for (const Shard& s : a.sh)
           if (s.x.reading && s.x.host && s.x.src == d->member && s.x.v == d->version)
             fail("host copy discarded while read");
-      if (auto own = owner_.find(d->member); own != owner_.end()) {
-        Shard& s = actors_[own->second.first].sh[own->second.second];
-        s.host_reg.erase(d->version);
-        s.host.erase(d->version);
+      if (Shard* t = reg_view(d->member)) {
+        t->host_reg.erase(d->version);
+        t->host.erase(d->version);
       }
       return;
     }
@@ -312,6 +468,9 @@ class World {
   }
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
+    if (out.op == Op::kDone) held_.erase(std::get<TransferDone>(out.ev).lease);
+    if (out.op == Op::kFailed) held_.erase(std::get<SourceFailed>(out.ev).lease);
+    if (out.op == Op::kReplicate && out.round == actors_[i].round) actors_[i].sh[s].round_decided = true;
     Actor& a = actors_[i];
     if (std::getenv("THUB_SIM_TRACE"))
       std::fprintf(stderr, "t=%lld %s/%d req %llu op%d round %d(cur %d) -> %d v%lld src %llu\n",
@@ -344,6 +503,7 @@ class World {
       ++res_.grants;
       lease_src_[rep.lease] =
           LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+      held_[rep.lease] = Held{rep.source, sh.id, 0};
       if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
     }
     if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
@@ -622,6 +782,7 @@ class World {
     }
     ++a.round;
     a.has_first = false;
+    for (Shard& t : a.sh) t.round_decided = false;
     Version spec = -1, newer = -1;
     if (a.pending_update) {
       newer = a.held;
@@ -744,6 +905,7 @@ class World {
     suspect_.clear();
     failed_.clear();
     lease_src_.clear();
+    held_.clear();
     for (size_t i = 0; i < actors_.size(); ++i) {
       Actor& a = actors_[i];
       a.registered = false;
@@ -808,6 +970,11 @@ class World {
     bool host = false;  // reads a host copy
   };
   std::map<LeaseId, LeaseView> lease_src_;
+  struct Held {             // a lease as the clients see it: granted, not yet reported
+    MemberId src = 0, reader = 0;
+    Time orphan_until = 0;  // its reader was dropped for silence: counted until then
+  };
+  std::map<LeaseId, Held> held_;
   std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;

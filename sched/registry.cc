@@ -42,6 +42,17 @@ constexpr bool kIsRequest = !std::is_same_v<E, Connect> && !std::is_same_v<E, Di
 std::vector<Action> Core::step(const Event& ev, Time now) {
   now_ = now > now_ ? now : now_;
   out_.clear();
+  // Deadlines first, so that every decision at `now` sees who is still alive; the sender is
+  // alive (its message is the proof) and refreshed before.
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (!std::is_same_v<E, Tick> && !std::is_same_v<E, Connect> &&
+                      !std::is_same_v<E, Disconnect>)
+          touch(e.client);
+      },
+      ev);
+  expire();
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -70,7 +81,6 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
         }
       },
       ev);
-  expire();
   wake();
   return std::move(out_);
 }

@@ -168,8 +168,11 @@ class World {
             hide(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
+          } else if constexpr (std::is_same_v<E, TransferDone>) {
+            if (undecided(e.client, e.req)) held_.erase(e.lease);
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
             if (!undecided(e.client, e.req)) return;
+            held_.erase(e.lease);  // ended at once, even when the regrant is deferred
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
               const LeaseView& lv = l->second;
               if (lv.host) {  // the registry drops that host copy, the buffers are not touched
@@ -277,10 +280,16 @@ class World {
 
   void check_reader_limit() {
     for (const auto& [src, k] : outside_load(false))
-      if (k > cfg_.max_readers_per_source)
+      if (k > cfg_.max_readers_per_source) {
+        std::string leases;
+        for (const auto& [l, h] : held_)
+          if (h.src == src)
+            leases += " lease " + std::to_string(l) + " (reader " + std::to_string(h.reader) +
+                      (h.orphan_until ? ", orphan" : "") + ")";
         return fail("member " + std::to_string(src) + " has " + std::to_string(k) +
                     " readers (max " + std::to_string(cfg_.max_readers_per_source) +
-                    ") in the clients' view");
+                    ") in the clients' view:" + leases);
+      }
   }
 
   // Does `t` (a shard of a registry-visible replica) hold v completely and unhidden?
@@ -468,8 +477,6 @@ class World {
   }
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
-    if (out.op == Op::kDone) held_.erase(std::get<TransferDone>(out.ev).lease);
-    if (out.op == Op::kFailed) held_.erase(std::get<SourceFailed>(out.ev).lease);
     if (out.op == Op::kReplicate && out.round == actors_[i].round) actors_[i].sh[s].round_decided = true;
     Actor& a = actors_[i];
     if (std::getenv("THUB_SIM_TRACE"))

@@ -42,8 +42,9 @@ struct Member {
   std::string descriptor;
   LeaseId own_lease = 0;      // kReceiving: the lease this member reads with
   bool unpublish_pending = false;  // kOffloading/kDraining: an Unpublish reply is owed
-  bool intact = false;        // kDraining: the buffers still hold `version` completely (an
-                              // unpublished holding, not a failed or partial one)
+  bool intact = false;        // kDraining: the buffers still hold `version` completely (a
+                              // holding given up by Unpublish or an update, not a failed or
+                              // partial one): retention may still offload it
   RequestId unpublish_req = 0;
   std::map<Version, OffloadCopy> offloaded;
 };
@@ -177,6 +178,9 @@ class Core {
   void finish_shard(Replica& r, int shard);
   void mark_failed(MemberId source, bool from_offload, Version v);
   void wake();
+
+  // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
+  void begin_update(const Replicate& e, Member& m);
 
   // ---- retention.cc
   void on(const OffloadDone& e);

@@ -193,9 +193,17 @@ void Core::on(const Unpublish& e) {
     cancel_own_lease(*m);  // its transfer is abandoned; readers chained on it must drain
     leave_transaction(*m);
   }
+  // An update in place still waiting for its drain is abandoned: the member is unpublished.
+  for (size_t i = 0; i < pending_.size(); ++i)
+    if (pending_[i].member == m->id && pending_[i].kind == Pending::Kind::kReplicate) {
+      reply_err(pending_[i].client, pending_[i].req, Status::kState, "unpublished while updating");
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      break;
+    }
   m->unpublish_pending = true;
   m->unpublish_req = e.req;
-  m->intact = m->buf == Buf::kHolding;
+  if (m->buf == Buf::kOffloading) return;  // the update's offload goes on; acked after the drain
+  m->intact = m->intact || m->buf == Buf::kHolding;
   if (m->buf == Buf::kHolding && needs_offload(*m)) {
     unindex(*m);
     m->buf = Buf::kOffloading;

@@ -14,9 +14,12 @@ void Core::on(const Replicate& e) {
     return reply_err(e.client, e.req, Status::kLayout,
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
+  if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
+      !m->unpublish_pending)
+    return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
-    // THUB_Update's cheap probe: a holder asking for something newer learns at once that
-    // there is nothing newer, without unpublishing first.
+    // A holder asking for something newer than what it does not hold: nothing newer is
+    // still worth knowing at once.
     Version v = -1;
     std::string detail;
     if (e.newer_than >= 0 && m->buf == Buf::kHolding && resolve(*m, e.spec, &v, &detail) == Status::kOk &&
@@ -99,6 +102,7 @@ bool Core::replica_will_serve(const Member& req, Version v) const {
 
 bool Core::try_replicate(const Pending& p) {
   Member& m = members_.at(p.member);
+  if (m.buf != Buf::kEmpty) return false;  // an update in place: its old holding drains first
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   if (r.txn) {
     Transaction& t = *r.txn;

@@ -98,6 +98,9 @@ struct Pending {
   MemberId member = 0;
   Version spec = -1, newer_than = -1;
   Version version = -1;                 // kRegrant: the version being resumed
+  bool in_place = false;                // an update in place: the member held `held`
+  bool restorable = false;              // ... and its buffers still hold it unharmed
+  Version held = -1;
 };
 
 // One candidate source (a member and which of its copies to read).
@@ -167,6 +170,7 @@ class Core {
   void on(const SourceFailed& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   bool try_regrant(const Pending& p);
+  void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
   bool will_serve(const Member& h, Version v, MemberId requester) const;
   bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
@@ -181,6 +185,7 @@ class Core {
 
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
   void begin_update(const Replicate& e, Member& m);
+  bool try_grant_update(const Pending& p, Member& m);
 
   // ---- retention.cc
   void on(const OffloadDone& e);

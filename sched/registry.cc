@@ -176,6 +176,11 @@ std::string Core::check_invariants() const {
       continue;
     }
     const Member& m = it->second;
+    if (p.in_place) {
+      if (m.buf == Buf::kEmpty && choose_member(m, p.spec))
+        err << "update of member " << p.member << " could proceed\n";
+      continue;
+    }
     if (p.kind == Pending::Kind::kRegrant) {
       if (choose_member(m, p.version)) err << "regrant of member " << p.member << " could proceed\n";
       continue;

@@ -18,6 +18,9 @@ void Core::on(const Replicate& e) {
       !m->unpublish_pending)
     return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
+    // This shard cannot take part in its replica's open transaction (it would wait for it
+    // for ever, and the replica's next request would join the stale one): it leaves it.
+    leave_transaction(*m);
     // A holder asking for something newer than what it does not hold: nothing newer is
     // still worth knowing at once.
     Version v = -1;
@@ -103,18 +106,19 @@ bool Core::replica_will_serve(const Member& req, Version v) const {
 bool Core::try_replicate(const Pending& p) {
   Member& m = members_.at(p.member);
   if (m.buf != Buf::kEmpty) return false;  // an update in place: its old holding drains first
+  if (p.in_place) return try_grant_update(p, m);
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   if (r.txn) {
     Transaction& t = *r.txn;
     if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
     if (t.status != Status::kOk) {
-      reply_err(p.client, p.req, t.status, t.detail);
+      fail_replicate(p, m, t.status, t.detail);
       finish_shard(r, m.shard);
       return true;
     }
     Version v = t.version;
     if (v <= p.newer_than) {
-      reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
+      fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
       finish_shard(r, m.shard);
       return true;
     }
@@ -135,7 +139,7 @@ bool Core::try_replicate(const Pending& p) {
       pending_.push_back(q);
       return true;  // answered later as a regrant
     }
-    reply_err(p.client, p.req, Status::kVersionLost,
+    fail_replicate(p, m, Status::kVersionLost,
               "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
     return true;
   }
@@ -166,7 +170,7 @@ bool Core::try_replicate(const Pending& p) {
       r.txn = std::move(t);
       finish_shard(r, m.shard);
     }
-    reply_err(p.client, p.req, st, detail);
+    fail_replicate(p, m, st, detail);
     return true;
   }
   const Replica& sr = models_.at(m.model).replicas.at(*src);
@@ -191,7 +195,7 @@ bool Core::try_regrant(const Pending& p) {
   }
   if (has_holder(m, v, m.shard)) return false;
   if (m.buf == Buf::kReceiving) begin_drain(m);  // its partial buffers: readers must finish
-  reply_err(p.client, p.req, Status::kVersionLost,
+  fail_replicate(p, m, Status::kVersionLost,
             "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
   return true;
 }
@@ -283,8 +287,10 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   unindex(s);
   if (from_offload) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
-  } else if (s.buf == Buf::kDraining && s.version == v) {
-    s.intact = false;  // never offload data a reader found broken
+  } else if ((s.buf == Buf::kDraining || s.buf == Buf::kOffloading) && s.version == v) {
+    s.intact = false;  // never offload or restore data a reader found broken
+    for (Pending& p : pending_)
+      if (p.member == id) p.restorable = false;
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.

@@ -62,7 +62,39 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.member = m.id;
   p.spec = v;  // absolute: every shard replicates the version fixed above
   p.newer_than = e.newer_than;
+  p.in_place = true;
+  p.restorable = true;
+  p.held = m.version;
   pending_.push_back(p);  // granted by wake() once the buffers are empty
+}
+
+// After the drain: the version was fixed for the whole replica when the update began; the
+// source is chosen per member (the shards drain at different times, so one source replica
+// cannot be reserved for all of them), as for a regrant.
+bool Core::try_grant_update(const Pending& p, Member& m) {
+  Version v = p.spec;
+  if (auto pick = choose_member(m, v)) {
+    grant(p, m, v, *pick);
+    return true;
+  }
+  if (has_holder(m, v, m.shard)) return false;
+  fail_replicate(p, m, Status::kVersionLost,
+                 "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+  return true;
+}
+
+// An error answer to a Replicate. An update in place whose version became unservable while
+// h drained gets h back (its buffers were never overwritten), so that an error always means
+// "still holding h", unless a reader reported h broken meanwhile.
+void Core::fail_replicate(const Pending& p, Member& m, Status s, std::string detail) {
+  if (p.in_place && p.restorable && m.buf == Buf::kEmpty) {
+    unindex(m);
+    m.buf = Buf::kHolding;
+    m.version = p.held;
+    index(m);
+    detail += "; still holding version " + std::to_string(p.held);
+  }
+  reply_err(p.client, p.req, s, std::move(detail));
 }
 
 }  // namespace thub::sched::detail

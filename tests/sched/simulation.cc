@@ -39,6 +39,7 @@ struct Out {
   int round = 0;
   bool decided = false;  // the registry answered it once (later answers repeat the cache)
   bool delivered = false;  // the registry has seen it (so it is deferred until decided)
+  Status status = Status::kOk;  // the decision, once decided
 };
 
 struct Shard {
@@ -71,6 +72,7 @@ struct Actor {
   bool pending_update = false;  // unpublished for THUB_Update: replicate newer than `held`
   // transaction check for the current round
   bool has_first = false;
+  bool in_place_round = false;  // an update in place: sources are chosen per shard
   Version first_v = -1;
   int first_src = -1;
   std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source shards and their hidden_ count
@@ -164,7 +166,9 @@ class World {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
             if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
-            release_reads({e.member}, 0);  // a receiving member's own read is cancelled
+            // a receiving member's own read is cancelled, unless a reader reported the member
+            // failed (then it drains, and its own read goes on until it reports)
+            if (!failed_.count(e.member)) release_reads({e.member}, 0);
             hide(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
@@ -190,6 +194,17 @@ class World {
             mark_delivered(e.client, e.req);
         },
         ev);
+    // An update in place hides the member's holding unless it is answered with an error
+    // at once (then the holding is untouched).
+    std::pair<int, int> in_place{-1, -1};
+    if (auto* u = std::get_if<Replicate>(&ev); u && u->newer_than >= 0 && undecided(u->client, u->req)) {
+      int i = current(u->client);
+      for (size_t k = 0; k < actors_[i].sh.size(); ++k) {
+        const Shard& t = actors_[i].sh[k];
+        if (t.id == u->member && t.st == St::kHolding && t.v == u->newer_than)
+          in_place = {i, static_cast<int>(k)};
+      }
+    }
     mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
     std::vector<Action> acts = reg_->step(ev, now_);
     ++res_.events;
@@ -199,6 +214,15 @@ class World {
     // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
     acks_.clear();
     for (const Action& a : acts) act(a);
+    if (in_place.first >= 0) {
+      Shard& t = actors_[in_place.first].sh[in_place.second];
+      const auto& u = std::get<Replicate>(ev);
+      auto it = t.out.find(u.req);
+      if (it == t.out.end() || !it->second.decided || it->second.status == Status::kOk) {
+        hide(t.id);
+        t.reg_v = -1;
+      }
+    }
     for (auto [i, s] : acks_) check_unpublish_ack(i, s);
     sweep_host_copies();
     check_reader_limit();
@@ -466,6 +490,7 @@ class World {
       // Only the first answer is a decision; a retry gets the cached reply, which must not
       // be checked again against a world that has moved on.
       a.sh[s].out.at(rep.req).decided = true;
+      a.sh[s].out.at(rep.req).status = rep.status;
       on_decided(i, s, a.sh[s].out.at(rep.req), rep);
     }
     uint64_t session = a.session;
@@ -480,11 +505,15 @@ class World {
     if (out.op == Op::kReplicate && out.round == actors_[i].round) actors_[i].sh[s].round_decided = true;
     Actor& a = actors_[i];
     if (std::getenv("THUB_SIM_TRACE"))
-      std::fprintf(stderr, "t=%lld %s/%d req %llu op%d round %d(cur %d) -> %d v%lld src %llu\n",
+      std::fprintf(stderr, "t=%lld %s/%d req %llu op%d%s round %d(cur %d) -> %d v%lld src %llu %s\n",
                    static_cast<long long>(now_), a.replica.c_str(), s,
                    static_cast<unsigned long long>(rep.req), static_cast<int>(out.op),
+                   out.op == Op::kReplicate
+                       ? (" spec " + std::to_string(std::get<Replicate>(out.ev).spec) + " newer " +
+                          std::to_string(std::get<Replicate>(out.ev).newer_than)).c_str()
+                       : "",
                    out.round, a.round, static_cast<int>(rep.status),
-                   static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source));
+                   static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source), rep.detail.c_str());
     Shard& sh = a.sh[s];
     if (out.op == Op::kOpen && rep.status == Status::kOk) {
       owner_[rep.member] = {i, s};
@@ -514,6 +543,17 @@ class World {
       if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
     }
     if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
+    if (out.op == Op::kReplicate && rep.status != Status::kOk &&
+        rep.detail.find("still holding version") != std::string::npos) {
+      sh.reg_v = sh.v;  // an update in place that failed after the drain: h is served again
+      suspect_.erase(sh.id);
+    }
+    if (out.op == Op::kReplicate && rep.status == Status::kOk)
+      for (const Actor& b : actors_)  // the grantee's buffers are overwritten from now on
+        for (const Shard& t : b.sh)
+          if (t.x.reading && !t.x.host && t.x.src == sh.id)
+            return fail("member " + std::to_string(sh.id) + " granted a new version while " +
+                        b.replica + " still reads it (lease " + std::to_string(t.x.lease) + ")");
   }
 
   void check_transaction(int i, int s, const Reply& rep) {
@@ -532,7 +572,7 @@ class World {
     if (rep.version != a.first_v)
       return fail("shards of replica " + a.replica + " got versions " + std::to_string(a.first_v) +
                   " and " + std::to_string(rep.version));
-    if (src != a.first_src && a.first_src >= 0) {
+    if (src != a.first_src && a.first_src >= 0 && !a.in_place_round) {
       const Actor& fs = actors_[a.first_src];
       const Shard& ps = fs.sh[s];
       bool serves = ps.reg_v == a.first_v ||
@@ -770,6 +810,7 @@ class World {
       all_hold = all_hold && s.st == St::kHolding && s.v == a.sh[0].v;
     }
     a.update_from = -1;
+    if (!a.trainer && all_hold && chance(300)) return update_in_place(i);
     if (any_hold) {
       bool update = !a.trainer && all_hold && chance(500);
       a.held = all_hold ? a.sh[0].v : -1;
@@ -789,6 +830,7 @@ class World {
     }
     ++a.round;
     a.has_first = false;
+    a.in_place_round = false;
     for (Shard& t : a.sh) t.round_decided = false;
     Version spec = -1, newer = -1;
     if (a.pending_update) {
@@ -811,6 +853,33 @@ class World {
         b.sh[s].round_done = false;
         send(i, s, Op::kReplicate,
              Replicate{b.cid, q, b.sh[s].id, spec, newer, 7 + static_cast<uint64_t>(s),
+                       "live-" + std::to_string(b.sh[s].id)},
+             q);
+      });
+    }
+  }
+
+  // THUB_Update in place: every shard asks for something newer than what it holds, without
+  // unpublishing; an error leaves the holding as it is.
+  void update_in_place(int i) {
+    Actor& a = actors_[i];
+    ++a.round;
+    a.has_first = false;
+    a.in_place_round = true;
+    Version held = a.sh[0].v;
+    Version spec = chance(200) ? -2 : -1;
+    for (int s = 0; s < a.n; ++s) {
+      a.sh[s].round_decided = false;
+      a.sh[s].sending = true;
+      uint64_t session = a.session;
+      at(static_cast<Time>(r(20)) * kMs, [=] {
+        Actor& b = actors_[i];
+        if (b.session != session || !b.alive) return;
+        b.sh[s].sending = false;
+        RequestId q = next_req();
+        b.sh[s].round_done = false;
+        send(i, s, Op::kReplicate,
+             Replicate{b.cid, q, b.sh[s].id, spec, held, 7 + static_cast<uint64_t>(s),
                        "live-" + std::to_string(b.sh[s].id)},
              q);
       });

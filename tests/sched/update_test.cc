@@ -127,16 +127,15 @@ TEST(UpdateTest, ShardsOfOneReplicaGetTheSameVersion) {
   MemberId b0 = h.open(3, "pol", "b", 0, 2), b1 = h.open(3, "pol", "b", 1, 2);
   ASSERT_EQ(h.publish(3, b0, 2), Status::kOk);
   ASSERT_EQ(h.publish(3, b1, 2), Status::kOk);
-  RequestId q0 = h.replicate(2, r0, -1, 1);  // fixes v2 for the replica; waits for shard 1
-  EXPECT_FALSE(h.reply_to(2, q0));
+  auto u0 = h.replicate_now(2, r0, -1, 1);  // fixes v2 for the replica; idle: granted at once
+  ASSERT_TRUE(u0);
   // v3 appears before shard 1 asks: shard 1 still gets 2
   h.connect(4);
   MemberId c0 = h.open(4, "pol", "c", 0, 2), c1 = h.open(4, "pol", "c", 1, 2);
   ASSERT_EQ(h.publish(4, c0, 3), Status::kOk);
   ASSERT_EQ(h.publish(4, c1, 3), Status::kOk);
-  RequestId q1 = h.replicate(2, r1, -1, 1);
-  auto u0 = h.reply_to(2, q0), u1 = h.reply_to(2, q1);
-  ASSERT_TRUE(u0 && u1);
+  auto u1 = h.replicate_now(2, r1, -1, 1);
+  ASSERT_TRUE(u1);
   EXPECT_EQ(u0->version, 2);
   EXPECT_EQ(u1->version, 2);
   EXPECT_EQ(u0->source, b0);

@@ -42,6 +42,9 @@ struct Member {
   std::string descriptor;
   LeaseId own_lease = 0;      // kReceiving: the lease this member reads with
   bool unpublish_pending = false;  // kOffloading/kDraining: an Unpublish reply is owed
+  bool intact = false;        // kDraining: the buffers still hold `version` completely (a
+                              // holding given up by Unpublish or an update, not a failed or
+                              // partial one): retention may still offload it
   RequestId unpublish_req = 0;
   std::map<Version, OffloadCopy> offloaded;
 };
@@ -52,6 +55,7 @@ struct Lease {
   ClientId reader_client = 0;
   Version version = -1;
   bool from_offload = false;  // reads the source's host copy, not its buffers
+  Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
 };
 
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
@@ -94,6 +98,9 @@ struct Pending {
   MemberId member = 0;
   Version spec = -1, newer_than = -1;
   Version version = -1;                 // kRegrant: the version being resumed
+  bool in_place = false;                // an update in place: the member held `held`
+  bool restorable = false;              // ... and its buffers still hold it unharmed
+  Version held = -1;
 };
 
 // One candidate source (a member and which of its copies to read).
@@ -127,8 +134,12 @@ class Core {
   void on(const Unpublish& e);
   void touch(ClientId c);
   void expire();
-  void remove_client(ClientId c);
-  void forget_member(MemberId m);   // close/crash: drop holdings, leave leases on it counted
+  // A client removed for silence may still be reading: its reads become orphans, counted
+  // until heartbeat_timeout has passed (it learns of the removal by then); a Disconnect or a
+  // Close ends them at once.
+  void remove_client(ClientId c, bool orphan_reads = false);
+  void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
+  void expire_orphans();
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);
 
@@ -159,8 +170,11 @@ class Core {
   void on(const SourceFailed& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   bool try_regrant(const Pending& p);
+  void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
+  bool will_serve(const Member& h, Version v, MemberId requester) const;
   bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
+  bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);
   void cancel_own_lease(Member& m);
@@ -168,6 +182,10 @@ class Core {
   void finish_shard(Replica& r, int shard);
   void mark_failed(MemberId source, bool from_offload, Version v);
   void wake();
+
+  // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
+  void begin_update(const Replicate& e, Member& m);
+  bool try_grant_update(const Pending& p, Member& m);
 
   // ---- retention.cc
   void on(const OffloadDone& e);
@@ -195,6 +213,7 @@ class Core {
   std::map<LeaseId, Lease> leases_;
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   std::vector<Pending> pending_;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;

@@ -19,7 +19,16 @@ void Core::expire() {
     auto [seen, c] = *deadlines_.begin();
     if (now_ - seen <= cfg_.heartbeat_timeout) break;
     out_.emplace_back(Drop{c});
-    remove_client(c);
+    remove_client(c, /*orphan_reads=*/true);
+  }
+  expire_orphans();
+}
+
+void Core::expire_orphans() {
+  while (!orphans_.empty() && orphans_.begin()->first <= now_) {
+    LeaseId l = orphans_.begin()->second;
+    orphans_.erase(orphans_.begin());
+    end_lease(l);
   }
 }
 
@@ -51,7 +60,7 @@ void Core::on(const Connect& e) {
 
 void Core::on(const Disconnect& e) { remove_client(e.client); }
 
-void Core::remove_client(ClientId c) {
+void Core::remove_client(ClientId c, bool orphan_reads) {
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
   deadlines_.erase({it->second.last_seen, c});
@@ -60,17 +69,24 @@ void Core::remove_client(ClientId c) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [c](const Pending& p) { return p.client == c; }),
                  pending_.end());
-  for (MemberId m : members) forget_member(m);
+  for (MemberId m : members) forget_member(m, orphan_reads);
   clients_.erase(c);
 }
 
-void Core::forget_member(MemberId id) {
+void Core::forget_member(MemberId id, bool orphan_reads) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const Pending& p) { return p.member == id; }),
                  pending_.end());
+  if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {
+    // It may still be reading: the source stays loaded and undrained until the grace ends.
+    Lease& l = leases_.at(m.own_lease);
+    l.orphan_until = now_ + cfg_.heartbeat_timeout;
+    orphans_.insert({l.orphan_until, l.id});
+    m.own_lease = 0;
+  }
   cancel_own_lease(m);
   // Leases where it is the source stay counted until their readers report SourceFailed;
   // reserved transaction slots on it are given up (the joining shard gets another source).
@@ -177,11 +193,21 @@ void Core::on(const Unpublish& e) {
     cancel_own_lease(*m);  // its transfer is abandoned; readers chained on it must drain
     leave_transaction(*m);
   }
+  // An update in place still waiting for its drain is abandoned: the member is unpublished.
+  for (size_t i = 0; i < pending_.size(); ++i)
+    if (pending_[i].member == m->id && pending_[i].kind == Pending::Kind::kReplicate) {
+      reply_err(pending_[i].client, pending_[i].req, Status::kState, "unpublished while updating");
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      break;
+    }
   m->unpublish_pending = true;
   m->unpublish_req = e.req;
+  if (m->buf == Buf::kOffloading) return;  // the update's offload goes on; acked after the drain
+  m->intact = m->intact || m->buf == Buf::kHolding;
   if (m->buf == Buf::kHolding && needs_offload(*m)) {
     unindex(*m);
     m->buf = Buf::kOffloading;
+    index(*m);  // its host copies of other versions still serve
     out_.emplace_back(Offload{m->client, m->id, m->version});
     return;
   }

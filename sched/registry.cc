@@ -42,6 +42,17 @@ constexpr bool kIsRequest = !std::is_same_v<E, Connect> && !std::is_same_v<E, Di
 std::vector<Action> Core::step(const Event& ev, Time now) {
   now_ = now > now_ ? now : now_;
   out_.clear();
+  // Deadlines first, so that every decision at `now` sees who is still alive; the sender is
+  // alive (its message is the proof) and refreshed before.
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (!std::is_same_v<E, Tick> && !std::is_same_v<E, Connect> &&
+                      !std::is_same_v<E, Disconnect>)
+          touch(e.client);
+      },
+      ev);
+  expire();
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -70,7 +81,6 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
         }
       },
       ev);
-  expire();
   wake();
   return std::move(out_);
 }
@@ -113,6 +123,10 @@ std::string Core::describe() const {
   std::ostringstream os;
   os << "clients " << clients_.size() << ", members " << members_.size() << ", leases "
      << leases_.size() << ", pending " << pending_.size() << "\n";
+  for (const Pending& p : pending_)
+    os << "  pending " << (p.kind == Pending::Kind::kRegrant ? "regrant" : "replicate")
+       << " client " << p.client << " req " << p.req << " member " << p.member << " spec "
+       << p.spec << " newer_than " << p.newer_than << " version " << p.version << "\n";
   for (const auto& [name, md] : models_) {
     os << "model " << name << " published {";
     for (Version v : md.published) os << " " << v;
@@ -162,6 +176,11 @@ std::string Core::check_invariants() const {
       continue;
     }
     const Member& m = it->second;
+    if (p.in_place) {
+      if (m.buf == Buf::kEmpty && choose_member(m, p.spec))
+        err << "update of member " << p.member << " could proceed\n";
+      continue;
+    }
     if (p.kind == Pending::Kind::kRegrant) {
       if (choose_member(m, p.version)) err << "regrant of member " << p.member << " could proceed\n";
       continue;

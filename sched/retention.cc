@@ -43,10 +43,18 @@ void Core::begin_drain(Member& m) {
 }
 
 void Core::check_drain(Member& m) {
-  if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
+  if (m.buf == Buf::kDraining && live_leases(m.id) == 0 && m.intact && needs_offload(m)) {
+    // Retention is decided again when the buffers are about to be freed: since the Unpublish
+    // the other holder may have crashed, or a member with a larger `retain` may have opened.
+    unindex(m);
+    m.buf = Buf::kOffloading;
+    index(m);
+    out_.emplace_back(Offload{m.client, m.id, m.version});
+  } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
     unindex(m);
     m.buf = Buf::kEmpty;
     m.version = -1;
+    m.intact = false;
     index(m);
     if (m.unpublish_pending) {
       m.unpublish_pending = false;

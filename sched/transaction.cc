@@ -14,9 +14,15 @@ void Core::on(const Replicate& e) {
     return reply_err(e.client, e.req, Status::kLayout,
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
+  if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
+      !m->unpublish_pending)
+    return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
-    // THUB_Update's cheap probe: a holder asking for something newer learns at once that
-    // there is nothing newer, without unpublishing first.
+    // This shard cannot take part in its replica's open transaction (it would wait for it
+    // for ever, and the replica's next request would join the stale one): it leaves it.
+    leave_transaction(*m);
+    // A holder asking for something newer than what it does not hold: nothing newer is
+    // still worth knowing at once.
     Version v = -1;
     std::string detail;
     if (e.newer_than >= 0 && m->buf == Buf::kHolding && resolve(*m, e.spec, &v, &detail) == Status::kOk &&
@@ -58,39 +64,61 @@ bool Core::grounded(MemberId id, MemberId requester) const {
   return false;
 }
 
+// h serves v now or will without anyone's help: a complete holder or host copy, a partial
+// whose chain is grounded, a member offloading v (it serves the host copy after
+// OffloadDone), or, without pipelining, a grounded receiver (it holds v when done).
+bool Core::will_serve(const Member& h, Version v, MemberId requester) const {
+  if (h.id == requester) return false;
+  if (serves_offload(h, v)) return true;
+  if (h.version != v) return false;
+  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return true;
+  return h.buf == Buf::kReceiving && grounded(h.id, requester);
+}
+
 bool Core::has_holder(const Member& req, Version v, int shard) const {
   const Model* md = model_of(req);
   if (!md) return false;
-  if (auto hit = md->holders.find(v); hit != md->holders.end())
-    for (MemberId id : hit->second) {
-      const Member& h = members_.at(id);
-      if (h.shard != shard || id == req.id) continue;
-      if (serves_offload(h, v) || h.buf == Buf::kHolding || grounded(id, req.id)) return true;
-    }
-  if (cfg_.pipeline) return false;
-  // Without pipelining a receiver is no source yet, but will hold v when its transfer ends.
   for (const auto& [name, r] : md->replicas)
-    if (auto it = r.shards.find(shard); it != r.shards.end() && it->second != req.id) {
-      const Member& h = members_.at(it->second);
-      if (h.buf == Buf::kReceiving && h.version == v && grounded(h.id, req.id)) return true;
+    if (auto it = r.shards.find(shard); it != r.shards.end() && r.num_shards == req.num_shards &&
+                                        will_serve(members_.at(it->second), v, req.id))
+      return true;
+  return false;
+}
+
+bool Core::replica_will_serve(const Member& req, Version v) const {
+  const Model* md = model_of(req);
+  if (!md) return false;
+  const Replica& mine = md->replicas.at(req.replica);
+  for (const auto& [name, r] : md->replicas) {
+    if (name == req.replica || r.num_shards != req.num_shards ||
+        static_cast<int>(r.shards.size()) != r.num_shards)
+      continue;
+    bool all = true;
+    for (const auto& [s, id] : r.shards) {
+      auto rq = mine.shards.find(s);
+      all = all && will_serve(members_.at(id), v, rq == mine.shards.end() ? 0 : rq->second);
     }
+    if (all) return true;
+  }
   return false;
 }
 
 bool Core::try_replicate(const Pending& p) {
   Member& m = members_.at(p.member);
+  if (m.buf != Buf::kEmpty) return false;  // an update in place: its old holding drains first
+  if (p.in_place) return try_grant_update(p, m);
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   if (r.txn) {
     Transaction& t = *r.txn;
     if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
     if (t.status != Status::kOk) {
-      reply_err(p.client, p.req, t.status, t.detail);
+      fail_replicate(p, m, t.status, t.detail);
       finish_shard(r, m.shard);
       return true;
     }
     Version v = t.version;
     if (v <= p.newer_than) {
-      reply_err(p.client, p.req, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
+      fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
       finish_shard(r, m.shard);
       return true;
     }
@@ -111,7 +139,7 @@ bool Core::try_replicate(const Pending& p) {
       pending_.push_back(q);
       return true;  // answered later as a regrant
     }
-    reply_err(p.client, p.req, Status::kVersionLost,
+    fail_replicate(p, m, Status::kVersionLost,
               "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
     return true;
   }
@@ -126,9 +154,9 @@ bool Core::try_replicate(const Pending& p) {
   if (st == Status::kOk) {
     src = choose_replica(m, v);
     if (!src) {
-      bool every_shard = true;
-      for (int s = 0; s < m.num_shards && every_shard; ++s) every_shard = has_holder(m, v, s);
-      if (every_shard) return false;  // busy or not yet complete: deferred
+      // One replica serves every shard (a transaction has one source replica): wait for a
+      // replica that will, even if each shard alone has some holder elsewhere.
+      if (replica_will_serve(m, v)) return false;  // busy or not yet complete: deferred
       st = Status::kVersionLost;
       detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
     }
@@ -142,7 +170,7 @@ bool Core::try_replicate(const Pending& p) {
       r.txn = std::move(t);
       finish_shard(r, m.shard);
     }
-    reply_err(p.client, p.req, st, detail);
+    fail_replicate(p, m, st, detail);
     return true;
   }
   const Replica& sr = models_.at(m.model).replicas.at(*src);
@@ -167,7 +195,7 @@ bool Core::try_regrant(const Pending& p) {
   }
   if (has_holder(m, v, m.shard)) return false;
   if (m.buf == Buf::kReceiving) begin_drain(m);  // its partial buffers: readers must finish
-  reply_err(p.client, p.req, Status::kVersionLost,
+  fail_replicate(p, m, Status::kVersionLost,
             "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
   return true;
 }
@@ -202,6 +230,7 @@ void Core::end_lease(LeaseId id) {
   if (it == leases_.end()) return;
   Lease l = it->second;
   leases_.erase(it);
+  if (l.orphan_until) orphans_.erase({l.orphan_until, id});
   if (auto sit = leases_by_source_.find(l.source); sit != leases_by_source_.end()) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);
@@ -258,6 +287,10 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   unindex(s);
   if (from_offload) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
+  } else if ((s.buf == Buf::kDraining || s.buf == Buf::kOffloading) && s.version == v) {
+    s.intact = false;  // never offload or restore data a reader found broken
+    for (Pending& p : pending_)
+      if (p.member == id) p.restorable = false;
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.
@@ -271,6 +304,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
       pending_.erase(pending_.begin() + static_cast<long>(i));
     }
     s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
+    s.intact = false;
   }
   index(s);
   check_drain(s);

@@ -21,6 +21,34 @@ TEST(MembershipTest, MissedHeartbeatDropsClient) {
   EXPECT_EQ(h.replicate_now(2, r, 1)->status, Status::kVersionLost);
 }
 
+// A reader removed for silence may still be reading: the source drains only after one more
+// heartbeat_timeout (a Disconnect would end the read at once).
+TEST(MembershipTest, SilentReaderKeepsSourceUndrainedForOneTimeout) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  MemberId r = h.open(2, "pol", "r");
+  auto g = h.replicate_now(2, r, 1);
+  ASSERT_TRUE(g && g->status == Status::kOk);
+  RequestId u = h.unpublish(1, t);
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.advance(600);
+  h.send(Heartbeat{1});
+  h.advance(600);
+  h.send(Heartbeat{1});  // client 2 is silent: dropped now
+  ASSERT_EQ(h.all<Drop>().size(), 1u);
+  EXPECT_FALSE(h.reply_to(1, u));  // its read may still be going on
+  h.advance(600);
+  h.send(Heartbeat{1});
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.advance(600);
+  h.send(Heartbeat{1});  // the grace has passed
+  ASSERT_TRUE(h.reply_to(1, u));
+  EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
+}
+
 TEST(MembershipTest, WaiterGetsVersionLostWhenLastHolderVanishes) {
   Harness h(Config{5'000'000, 1, false});
   h.connect(1);

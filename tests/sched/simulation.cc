@@ -37,6 +37,9 @@ struct Out {
   Op op;
   Event ev;
   int round = 0;
+  bool decided = false;  // the registry answered it once (later answers repeat the cache)
+  bool delivered = false;  // the registry has seen it (so it is deferred until decided)
+  Status status = Status::kOk;  // the decision, once decided
 };
 
 struct Shard {
@@ -48,9 +51,12 @@ struct Shard {
   std::map<RequestId, Out> out;
   std::set<Version> host;    // host copies (client view)
   std::set<Version> host_reg;  // host copies (registry view: OffloadDone accepted)
+  Version offload_ordered = -1;  // registry view: Offload ordered, OffloadDone not yet taken
   Version reg_v = -1;        // complete holding in the registry's view
   Version keep = -1;         // re-publish after reconnect
   bool round_done = true;
+  bool sending = false;      // a Replicate of this round is scheduled but not yet sent
+  bool round_decided = false;  // its Replicate of the current round was answered
 };
 
 struct Actor {
@@ -66,8 +72,10 @@ struct Actor {
   bool pending_update = false;  // unpublished for THUB_Update: replicate newer than `held`
   // transaction check for the current round
   bool has_first = false;
+  bool in_place_round = false;  // an update in place: sources are chosen per shard
   Version first_v = -1;
   int first_src = -1;
+  std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source shards and their hidden_ count
 };
 
 class World {
@@ -157,36 +165,257 @@ class World {
         [&](const auto& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
-            suspect_.insert(e.member);
+            if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
+            // a receiving member's own read is cancelled, unless a reader reported the member
+            // failed (then it drains, and its own read goes on until it reports)
+            if (!failed_.count(e.member)) release_reads({e.member}, 0);
+            hide(e.member);
             if (auto o = owner_.find(e.member); o != owner_.end())
               actors_[o->second.first].sh[o->second.second].reg_v = -1;
+          } else if constexpr (std::is_same_v<E, TransferDone>) {
+            if (undecided(e.client, e.req)) held_.erase(e.lease);
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
+            if (!undecided(e.client, e.req)) return;
+            held_.erase(e.lease);  // ended at once, even when the regrant is deferred
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
-              suspect_.insert(l->second);
-              failed_.insert(l->second);  // the registry now counts its data as lost
+              const LeaseView& lv = l->second;
+              if (lv.host) {  // the registry drops that host copy, the buffers are not touched
+                if (Shard* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
+              } else {
+                hide(lv.src);
+                failed_.insert(lv.src);  // the registry now counts its data as lost
+              }
             }
           } else if constexpr (std::is_same_v<E, Disconnect>) {
+            release_reads(members_of(e.client), 0);
             forget_client(e.client);
           }
+          if constexpr (std::is_same_v<E, Replicate> || std::is_same_v<E, SourceFailed>)
+            mark_delivered(e.client, e.req);
         },
         ev);
+    // An update in place hides the member's holding unless it is answered with an error
+    // at once (then the holding is untouched).
+    std::pair<int, int> in_place{-1, -1};
+    if (auto* u = std::get_if<Replicate>(&ev); u && u->newer_than >= 0 && undecided(u->client, u->req)) {
+      int i = current(u->client);
+      for (size_t k = 0; k < actors_[i].sh.size(); ++k) {
+        const Shard& t = actors_[i].sh[k];
+        if (t.id == u->member && t.st == St::kHolding && t.v == u->newer_than)
+          in_place = {i, static_cast<int>(k)};
+      }
+    }
     mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
     std::vector<Action> acts = reg_->step(ev, now_);
     ++res_.events;
     std::string inv = reg_->check_invariants();
     if (!inv.empty()) return fail("registry invariant: " + inv);
+    // Acks are checked against the view after the whole step: one event may both complete
+    // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
+    acks_.clear();
     for (const Action& a : acts) act(a);
+    if (in_place.first >= 0) {
+      Shard& t = actors_[in_place.first].sh[in_place.second];
+      const auto& u = std::get<Replicate>(ev);
+      auto it = t.out.find(u.req);
+      if (it == t.out.end() || !it->second.decided || it->second.status == Status::kOk) {
+        hide(t.id);
+        t.reg_v = -1;
+      }
+    }
+    for (auto [i, s] : acks_) check_unpublish_ack(i, s);
+    sweep_host_copies();
+    check_reader_limit();
+    check_no_idle_wait();
+  }
+
+  // Host copies outside the retained window are dropped by the registry (for good).
+  bool retained_now(const std::string& model, Version v) const {
+    int k = 0;
+    for_each_registered([&](const Actor& b) {
+      if (b.model == model) k = std::max(k, b.retain);
+    });
+    auto pit = published_.find(model);
+    if (pit == published_.end()) return false;
+    int j = 0;
+    for (auto it = pit->second.rbegin(); it != pit->second.rend() && j < k; ++it, ++j)
+      if (*it == v) return true;
+    return false;
+  }
+  void sweep_host_copies() {
+    auto sweep = [&](Actor& b) {
+      for (Shard& t : b.sh)
+        for (auto it = t.host_reg.begin(); it != t.host_reg.end();)
+          it = retained_now(b.model, *it) ? std::next(it) : t.host_reg.erase(it);
+    };
+    for (Actor& b : actors_)
+      if (b.registered) sweep(b);
+    for (auto& [cid, z] : zombies_) sweep(z);
+  }
+
+  // ---- checks from outside the registry: the leases each simulated reader holds
+  void mark_delivered(ClientId c, RequestId req) {
+    int i = current(c);
+    if (i < 0) return;
+    for (Shard& t : actors_[i].sh)
+      if (auto it = t.out.find(req); it != t.out.end()) it->second.delivered = true;
+  }
+
+  std::set<MemberId> members_of(ClientId c) const {
+    std::set<MemberId> ids;
+    int i = current(c);
+    if (i >= 0)
+      for (const Shard& t : actors_[i].sh) ids.insert(t.id);
+    if (auto z = zombies_.find(c); z != zombies_.end())
+      for (const Shard& t : z->second.sh) ids.insert(t.id);
+    ids.erase(0);
+    return ids;
+  }
+
+  // The reads of `readers` end (until == 0) or become orphans that end at `until`.
+  void release_reads(const std::set<MemberId>& readers, Time until) {
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!readers.count(it->second.reader) || it->second.orphan_until) {
+        ++it;
+      } else if (until) {
+        it->second.orphan_until = until;
+        ++it;
+      } else {
+        it = held_.erase(it);
+      }
+    }
+  }
+
+  // Leases held on a source, plus the slots an open transaction of another replica may
+  // still claim on it (an upper bound of the registry's load).
+  std::map<MemberId, int> outside_load(bool with_reservations) {
+    for (auto it = held_.begin(); it != held_.end();)
+      it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
+    std::map<MemberId, int> n;
+    for (const auto& [l, h] : held_) ++n[h.src];
+    if (with_reservations)
+      for (const Actor& c : actors_) {
+        if (!c.alive || !c.has_first || c.first_src < 0) continue;
+        for (size_t s = 0; s < c.sh.size() && s < c.first_plan.size(); ++s)
+          if (!c.sh[s].round_decided) ++n[c.first_plan[s].first];
+      }
+    return n;
+  }
+
+  void check_reader_limit() {
+    for (const auto& [src, k] : outside_load(false))
+      if (k > cfg_.max_readers_per_source) {
+        std::string leases;
+        for (const auto& [l, h] : held_)
+          if (h.src == src)
+            leases += " lease " + std::to_string(l) + " (reader " + std::to_string(h.reader) +
+                      (h.orphan_until ? ", orphan" : "") + ")";
+        return fail("member " + std::to_string(src) + " has " + std::to_string(k) +
+                    " readers (max " + std::to_string(cfg_.max_readers_per_source) +
+                    ") in the clients' view:" + leases);
+      }
+  }
+
+  // Does `t` (a shard of a registry-visible replica) hold v completely and unhidden?
+  bool complete_holder(const Shard& t, Version v) const {
+    return t.id && ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v));
+  }
+
+  // A request the registry has seen but not answered must not wait while a source that is
+  // surely eligible is idle. Checked for absolute versions (a relative spec may resolve to a
+  // version this view cannot know) and for regrants; the first shard of a transaction only.
+  void check_no_idle_wait() {
+    std::map<MemberId, int> load;
+    bool loaded = false;
+    for (const Actor& a : actors_) {
+      if (!a.alive) continue;
+      for (size_t s = 0; s < a.sh.size(); ++s)
+        for (const auto& [req, out] : a.sh[s].out) {
+          if (!out.delivered || out.decided) continue;
+          Version v = -1;
+          bool whole_replica = false;
+          if (out.op == Op::kReplicate) {
+            const Replicate& e = std::get<Replicate>(out.ev);
+            if (e.spec < 0 || e.spec <= e.newer_than || a.has_first || out.round != a.round) continue;
+            v = e.spec;
+            whole_replica = true;
+          } else if (out.op == Op::kFailed) {
+            auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
+            if (l == lease_src_.end()) continue;
+            v = l->second.v;
+          } else {
+            continue;
+          }
+          if (!loaded) {
+            load = outside_load(true);
+            loaded = true;
+          }
+          auto idle = [&](const Shard& t) { return load[t.id] < cfg_.max_readers_per_source; };
+          std::string who;
+          for_each_registered([&](const Actor& b) {
+            if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) return;
+            if (whole_replica) {
+              for (const Shard& t : b.sh)
+                if (!complete_holder(t, v) || !idle(t)) return;
+              who = b.replica;
+            } else if (complete_holder(b.sh[s], v) && idle(b.sh[s])) {
+              who = b.replica;
+            }
+          });
+          if (!who.empty())
+            return fail("request " + std::to_string(req) + " of " + a.replica + " shard " +
+                        std::to_string(s) + " waits for v" + std::to_string(v) + " while " + who +
+                        " is an idle holder");
+        }
+    }
+  }
+
+  // The actor whose current session is client `c` (-1: unknown, or an older session of an
+  // actor that has rejoined since: what happens to that one must not touch the new one).
+  int current(ClientId c) const {
+    auto it = by_client_.find(c);
+    return it == by_client_.end() || actors_[it->second].cid != c ? -1 : it->second;
+  }
+
+  // Is (client, req) a request of a current session that the registry has not answered yet?
+  // Only then can its delivery change the registry's state.
+  bool undecided(ClientId c, RequestId req) const {
+    int i = current(c);
+    if (i < 0) return false;
+    for (const Shard& s : actors_[i].sh)
+      if (auto it = s.out.find(req); it != s.out.end()) return !it->second.decided;
+    return false;
+  }
+
+  // The registry-view record of member m: in its actor's current session, or in the zombie
+  // of an older one.
+  Shard* reg_view(MemberId m) {
+    if (auto o = owner_.find(m); o != owner_.end()) {
+      Shard& t = actors_[o->second.first].sh[o->second.second];
+      if (t.id == m) return &t;
+    }
+    for (auto& [cid, z] : zombies_)
+      for (Shard& t : z.sh)
+        if (t.id == m) return &t;
+    return nullptr;
+  }
+
+  void hide(MemberId m) {
+    suspect_.insert(m);
+    ++hidden_[m];
   }
 
   void forget_client(ClientId c) {
-    auto it = by_client_.find(c);
-    if (it == by_client_.end()) return;
-    Actor& a = actors_[it->second];
+    zombies_.erase(c);
+    int i = current(c);
+    if (i < 0) return;
+    Actor& a = actors_[i];
     a.registered = false;
     for (Shard& s : a.sh) {
-      suspect_.insert(s.id);
+      hide(s.id);
       s.reg_v = -1;
       s.host_reg.clear();
+      s.offload_ordered = -1;
     }
   }
 
@@ -194,10 +423,13 @@ class World {
   void act(const Action& action) {
     if (auto* d = std::get_if<Drop>(&action)) {
       mix("D" + std::to_string(d->client));
+      if (std::getenv("THUB_SIM_TRACE"))
+        std::fprintf(stderr, "t=%lld drop client %llu\n", static_cast<long long>(now_),
+                     static_cast<unsigned long long>(d->client));
+      int i = current(d->client);
+      release_reads(members_of(d->client), now_ + cfg_.heartbeat_timeout);  // orphans
       forget_client(d->client);
-      auto it = by_client_.find(d->client);
-      if (it == by_client_.end()) return;
-      int i = it->second;
+      if (i < 0) return;
       uint64_t session = actors_[i].session;
       at(lat(), [=] {
         if (actors_[i].session == session && actors_[i].alive) rejoin(i);
@@ -207,12 +439,12 @@ class World {
     if (auto* o = std::get_if<Offload>(&action)) {
       mix("O" + std::to_string(o->member) + "v" + std::to_string(o->version));
       ++res_.offloads;
-      auto it = by_client_.find(o->client);
-      if (it == by_client_.end()) return;
-      int i = it->second;
+      int i = current(o->client);
+      if (i < 0) return;
       auto own = owner_.find(o->member);
       if (own == owner_.end()) return;
       int s = own->second.second;
+      actors_[i].sh[s].offload_ordered = o->version;
       uint64_t session = actors_[i].session;
       Offload off = *o;
       at(lat() + static_cast<Time>(r(20)) * kMs, [=] {  // the client copies to host memory
@@ -233,10 +465,9 @@ class World {
         for (const Shard& s : a.sh)
           if (s.x.reading && s.x.host && s.x.src == d->member && s.x.v == d->version)
             fail("host copy discarded while read");
-      if (auto own = owner_.find(d->member); own != owner_.end()) {
-        Shard& s = actors_[own->second.first].sh[own->second.second];
-        s.host_reg.erase(d->version);
-        s.host.erase(d->version);
+      if (Shard* t = reg_view(d->member)) {
+        t->host_reg.erase(d->version);
+        t->host.erase(d->version);
       }
       return;
     }
@@ -255,7 +486,13 @@ class World {
     int s = -1;
     for (size_t k = 0; k < a.sh.size(); ++k)
       if (a.sh[k].out.count(rep.req)) s = static_cast<int>(k);
-    if (s >= 0) on_decided(i, s, a.sh[s].out.at(rep.req), rep);
+    if (s >= 0 && !a.sh[s].out.at(rep.req).decided) {
+      // Only the first answer is a decision; a retry gets the cached reply, which must not
+      // be checked again against a world that has moved on.
+      a.sh[s].out.at(rep.req).decided = true;
+      a.sh[s].out.at(rep.req).status = rep.status;
+      on_decided(i, s, a.sh[s].out.at(rep.req), rep);
+    }
     uint64_t session = a.session;
     if (!quiet_ && chance(10)) {
       ++res_.lost;
@@ -265,12 +502,18 @@ class World {
   }
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
+    if (out.op == Op::kReplicate && out.round == actors_[i].round) actors_[i].sh[s].round_decided = true;
     Actor& a = actors_[i];
     if (std::getenv("THUB_SIM_TRACE"))
-      std::fprintf(stderr, "t=%lld %s/%d op%d round %d(cur %d) -> %d v%lld src %llu\n",
-                   static_cast<long long>(now_), a.replica.c_str(), s, static_cast<int>(out.op),
+      std::fprintf(stderr, "t=%lld %s/%d req %llu op%d%s round %d(cur %d) -> %d v%lld src %llu %s\n",
+                   static_cast<long long>(now_), a.replica.c_str(), s,
+                   static_cast<unsigned long long>(rep.req), static_cast<int>(out.op),
+                   out.op == Op::kReplicate
+                       ? (" spec " + std::to_string(std::get<Replicate>(out.ev).spec) + " newer " +
+                          std::to_string(std::get<Replicate>(out.ev).newer_than)).c_str()
+                       : "",
                    out.round, a.round, static_cast<int>(rep.status),
-                   static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source));
+                   static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source), rep.detail.c_str());
     Shard& sh = a.sh[s];
     if (out.op == Op::kOpen && rep.status == Status::kOk) {
       owner_[rep.member] = {i, s};
@@ -288,14 +531,29 @@ class World {
       suspect_.erase(sh.id);
       failed_.erase(sh.id);
     }
-    if (out.op == Op::kOffloadDone && rep.status == Status::kOk)
+    if (out.op == Op::kOffloadDone && rep.status == Status::kOk) {
       sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
+      sh.offload_ordered = -1;
+    }
     if ((out.op == Op::kReplicate || out.op == Op::kFailed) && rep.status == Status::kOk) {
       ++res_.grants;
-      lease_src_[rep.lease] = rep.source;
+      lease_src_[rep.lease] =
+          LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+      held_[rep.lease] = Held{rep.source, sh.id, 0};
       if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
     }
-    if (out.op == Op::kUnpublish && rep.status == Status::kOk) check_unpublish_ack(i, s);
+    if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
+    if (out.op == Op::kReplicate && rep.status != Status::kOk &&
+        rep.detail.find("still holding version") != std::string::npos) {
+      sh.reg_v = sh.v;  // an update in place that failed after the drain: h is served again
+      suspect_.erase(sh.id);
+    }
+    if (out.op == Op::kReplicate && rep.status == Status::kOk)
+      for (const Actor& b : actors_)  // the grantee's buffers are overwritten from now on
+        for (const Shard& t : b.sh)
+          if (t.x.reading && !t.x.host && t.x.src == sh.id)
+            return fail("member " + std::to_string(sh.id) + " granted a new version while " +
+                        b.replica + " still reads it (lease " + std::to_string(t.x.lease) + ")");
   }
 
   void check_transaction(int i, int s, const Reply& rep) {
@@ -306,20 +564,36 @@ class World {
       a.has_first = true;
       a.first_v = rep.version;
       a.first_src = src;
+      a.first_plan.clear();
+      if (src >= 0)
+        for (const Shard& t : actors_[src].sh) a.first_plan.emplace_back(t.id, hidden_[t.id]);
       return;
     }
     if (rep.version != a.first_v)
       return fail("shards of replica " + a.replica + " got versions " + std::to_string(a.first_v) +
                   " and " + std::to_string(rep.version));
-    if (src != a.first_src && a.first_src >= 0) {
+    if (src != a.first_src && a.first_src >= 0 && !a.in_place_round) {
       const Actor& fs = actors_[a.first_src];
       const Shard& ps = fs.sh[s];
       bool serves = ps.reg_v == a.first_v ||
                     (ps.st == St::kReceiving && ps.v == a.first_v && ps.x.active);
-      if (fs.registered && ps.id && !suspect_.count(ps.id) && serves)
+      // the planned shard served all along (a member unpublished and re-filled meanwhile
+      // counts as vanished: the registry rightly chose anew)
+      bool same = s < static_cast<int>(a.first_plan.size()) && a.first_plan[s].first == ps.id &&
+                  a.first_plan[s].second == hidden_[ps.id];
+      if (fs.registered && ps.id && !suspect_.count(ps.id) && serves && same)
         fail("shards of replica " + a.replica + " got different source replicas " + fs.replica +
              " and " + (src >= 0 ? actors_[src].replica : "?"));
     }
+  }
+
+  // Every session the registry still knows: current ones, and those of actors that crashed
+  // silently and came back as a new client before the registry removed the old one.
+  template <class F>
+  void for_each_registered(F fn) const {
+    for (const Actor& b : actors_)
+      if (b.registered) fn(b);
+    for (const auto& [cid, b] : zombies_) fn(b);
   }
 
   void check_unpublish_ack(int i, int s) {
@@ -328,23 +602,29 @@ class World {
     for (const Actor& b : actors_)
       for (const Shard& t : b.sh)
         if (t.x.reading && !t.x.host && t.x.src == sh.id)
-          return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while read");
+          return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while " +
+                      b.replica + " reads it (lease " + std::to_string(t.x.lease) + ")");
     // Retention: the last non-spot holder of a retained version never loses it by unpublish.
     Version v = sh.st == St::kHolding ? sh.v : -1;
     if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
     int k = 0;
-    for (const Actor& b : actors_)
-      if (b.registered && b.model == a.model) k = std::max(k, b.retain);
+    for_each_registered([&](const Actor& b) {
+      if (b.model == a.model) k = std::max(k, b.retain);
+    });
     const auto& pub = published_[a.model];
     bool retained = false;
     int j = 0;
     for (auto it = pub.rbegin(); it != pub.rend() && j < k; ++it, ++j) retained = retained || *it == v;
     if (!retained) return;
-    for (const Actor& b : actors_) {
-      if (&b == &a || !b.registered || b.spot || b.model != a.model || b.n != a.n) continue;
+    bool kept = false;
+    for_each_registered([&](const Actor& b) {
+      if (&b == &a || b.spot || b.model != a.model || b.n != a.n) return;
       const Shard& t = b.sh[s];
-      if ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v)) return;
-    }
+      // a holder, a host copy, or an ordered offload (its buffers stay until OffloadDone)
+      kept = kept || (t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) ||
+             t.offload_ordered == v;
+    });
+    if (kept) return;
     std::ostringstream os;
     for (const Actor& b : actors_)
       if (b.model == a.model)
@@ -502,7 +782,8 @@ class World {
 
   bool idle(const Actor& a) const {
     for (const Shard& s : a.sh)
-      if (!s.out.empty() || s.x.active || s.st == St::kNone || s.keep >= 0) return false;
+      if (!s.out.empty() || s.x.active || s.st == St::kNone || s.keep >= 0 || s.sending)
+        return false;
     return true;
   }
 
@@ -529,6 +810,7 @@ class World {
       all_hold = all_hold && s.st == St::kHolding && s.v == a.sh[0].v;
     }
     a.update_from = -1;
+    if (!a.trainer && all_hold && chance(300)) return update_in_place(i);
     if (any_hold) {
       bool update = !a.trainer && all_hold && chance(500);
       a.held = all_hold ? a.sh[0].v : -1;
@@ -548,6 +830,8 @@ class World {
     }
     ++a.round;
     a.has_first = false;
+    a.in_place_round = false;
+    for (Shard& t : a.sh) t.round_decided = false;
     Version spec = -1, newer = -1;
     if (a.pending_update) {
       newer = a.held;
@@ -560,13 +844,42 @@ class World {
     a.pending_update = false;
     for (int s = 0; s < a.n; ++s) {
       uint64_t session = a.session;
+      a.sh[s].sending = true;  // not idle: the next round must not start before this one
       at(static_cast<Time>(r(20)) * kMs, [=] {
         Actor& b = actors_[i];
         if (b.session != session || !b.alive) return;
+        b.sh[s].sending = false;
         RequestId q = next_req();
         b.sh[s].round_done = false;
         send(i, s, Op::kReplicate,
              Replicate{b.cid, q, b.sh[s].id, spec, newer, 7 + static_cast<uint64_t>(s),
+                       "live-" + std::to_string(b.sh[s].id)},
+             q);
+      });
+    }
+  }
+
+  // THUB_Update in place: every shard asks for something newer than what it holds, without
+  // unpublishing; an error leaves the holding as it is.
+  void update_in_place(int i) {
+    Actor& a = actors_[i];
+    ++a.round;
+    a.has_first = false;
+    a.in_place_round = true;
+    Version held = a.sh[0].v;
+    Version spec = chance(200) ? -2 : -1;
+    for (int s = 0; s < a.n; ++s) {
+      a.sh[s].round_decided = false;
+      a.sh[s].sending = true;
+      uint64_t session = a.session;
+      at(static_cast<Time>(r(20)) * kMs, [=] {
+        Actor& b = actors_[i];
+        if (b.session != session || !b.alive) return;
+        b.sh[s].sending = false;
+        RequestId q = next_req();
+        b.sh[s].round_done = false;
+        send(i, s, Op::kReplicate,
+             Replicate{b.cid, q, b.sh[s].id, spec, held, 7 + static_cast<uint64_t>(s),
                        "live-" + std::to_string(b.sh[s].id)},
              q);
       });
@@ -598,8 +911,12 @@ class World {
 
   void join(int i, bool keep) {
     Actor& a = actors_[i];
+    if (a.registered) zombies_[a.cid] = a;  // until the registry removes the old session
     a.cid = next_cid_++;
     by_client_[a.cid] = i;
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld %s joins as client %llu%s\n", static_cast<long long>(now_),
+                   a.replica.c_str(), static_cast<unsigned long long>(a.cid), keep ? " (rejoin)" : "");
     a.alive = true;
     ++a.session;
     a.busy = false;
@@ -613,8 +930,10 @@ class World {
       s.out.clear();
       s.host.clear();
       s.host_reg.clear();
+      s.offload_ordered = -1;
       s.reg_v = -1;
       s.round_done = true;
+      s.sending = false;
     }
     uint64_t epoch = epoch_;
     Event c = Connect{a.cid, a.dc};
@@ -633,6 +952,9 @@ class World {
 
   void crash(int i) {
     Actor& a = actors_[i];
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld %s (client %llu) crashes\n", static_cast<long long>(now_),
+                   a.replica.c_str(), static_cast<unsigned long long>(a.cid));
     ++res_.crashes;
     a.alive = false;
     ++a.session;
@@ -654,10 +976,12 @@ class World {
     reg_ = std::make_unique<Registry>(cfg_);
     ++epoch_;
     owner_.clear();
+    zombies_.clear();
     published_.clear();
     suspect_.clear();
     failed_.clear();
     lease_src_.clear();
+    held_.clear();
     for (size_t i = 0; i < actors_.size(); ++i) {
       Actor& a = actors_[i];
       a.registered = false;
@@ -706,6 +1030,7 @@ class World {
   bool quiet_ = false;
   std::map<std::pair<Time, uint64_t>, std::function<void()>> q_;
   std::vector<Actor> actors_;
+  std::map<ClientId, Actor> zombies_;  // old sessions the registry has not removed yet
   std::map<ClientId, int> by_client_;
   ClientId next_cid_ = 1;
   std::map<MemberId, std::pair<int, int>> owner_;
@@ -713,8 +1038,20 @@ class World {
   std::map<std::string, Version> next_version_;
   std::map<std::string, int> shards_;
   std::set<MemberId> suspect_;
+  std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
   std::set<MemberId> failed_;  // named by a delivered SourceFailed
-  std::map<LeaseId, MemberId> lease_src_;
+  struct LeaseView {
+    MemberId src = 0;
+    Version v = -1;
+    bool host = false;  // reads a host copy
+  };
+  std::map<LeaseId, LeaseView> lease_src_;
+  struct Held {             // a lease as the clients see it: granted, not yet reported
+    MemberId src = 0, reader = 0;
+    Time orphan_until = 0;  // its reader was dropped for silence: counted until then
+  };
+  std::map<LeaseId, Held> held_;
+  std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;
 };

@@ -127,26 +127,15 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   uint64_t gen = reg.generation();
   uint64_t layout = live_.table.layout_hash();
   const std::string& self = ctx_.worker().address();
-  // Ask for a version and a source. When we hold `newer_than`, the registry hides our old
-  // holding and answers only once nobody reads it any more, so the buffers may be
-  // overwritten then (the atomic update of sched/).
+  // Ask for a version and a source. When we hold `newer_than` and something newer exists,
+  // the registry hides our old holding and answers only once nobody reads it any more, so
+  // the buffers may be overwritten then (the atomic update of sched/update.cc); if nothing
+  // is newer, or the answer is an error, we still hold and serve the old version.
   sched::Replicate ev{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)};
   sched::Reply r = reg.call(ev, cfg.timeout_ms);
   if (r.status == sched::Status::kNotUpdated) {
     *not_updated = true;
     return held_;
-  }
-  if (r.status == sched::Status::kState && published_ && newer_than == held_) {
-    // A registry that answers "unpublish first": drain, then ask again; if the newer
-    // version vanished meanwhile, our untouched buffers are published again.
-    unpublish_locked();
-    ev.descriptor = live_.descriptor(self);
-    r = reg.call(ev, cfg.timeout_ms);
-    if (r.status == sched::Status::kNotUpdated) {
-      publish_locked(newer_than);
-      *not_updated = true;
-      return held_;
-    }
   }
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "replicate", r.detail);
   // From here on our buffers are being overwritten: we hold no complete version.

@@ -89,8 +89,11 @@ void Model::freeze() {
   const auto& cfg = ctx_.config();
   bool any_cuda = false;
   for (const auto& t : live_.table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
+  // auto stages CUDA tensors through host memory unless this UCX moves them itself (and
+  // checksums, taken on the host, are off).
   bool copy = cfg.transfer_mode == ContextConfig::TransferMode::kCopy ||
-              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda && !ctx_.worker().can_map_cuda());
+              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda &&
+               (cfg.verify || !ctx_.worker().can_map_cuda()));
   if (!copy && any_cuda && cfg.verify) {
     throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
   }

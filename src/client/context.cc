@@ -33,6 +33,12 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.max_readers = static_cast<int>(info.get_int("max_readers", c.max_readers, 1, 1 << 20));
   c.net_devices = info.get_string("net_devices", "");
   c.tls = info.get_string("tls", "");
+  c.compaction_threshold = info.get_size("compaction_threshold", c.compaction_threshold, 0, uint64_t{1} << 40);
+  const std::string mode = info.get_choice("transfer_mode", "auto", "auto|direct|copy|tcp");
+  c.transfer_mode = mode == "direct" ? TransferMode::kDirect
+                    : mode == "copy" ? TransferMode::kCopy
+                    : mode == "tcp"  ? TransferMode::kTcp
+                                     : TransferMode::kAuto;
   if (!c.registry.empty()) (void)registry::parse_address_list(c.registry);  // validate early
   (void)registry::parse_host_port(c.registry_listen);
   return c;
@@ -61,6 +67,7 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   transport::WorkerOptions wo;
   wo.net_devices = cfg_.net_devices;
   wo.tls = cfg_.tls;
+  if (cfg_.transfer_mode == ContextConfig::TransferMode::kTcp && wo.tls.empty()) wo.tls = "tcp,self";
   if (wo.net_devices.empty()) {
     // The NIC nearest to host memory (topo/); UCX chooses when the topology knows none.
     std::string err;

@@ -40,6 +40,12 @@ struct ContextConfig {
   int max_readers = 1;                  // embedded registry: readers per source at a time
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
+  uint64_t compaction_threshold = 2u << 20;  // tensors below it travel packed (0: never)
+  // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
+  // direct: zero-copy gets of the tensors; copy: staged through registered host memory;
+  // tcp: direct over UCX's tcp transport only (UCX_TLS=tcp,self unless tls/UCX_TLS is set).
+  enum class TransferMode { kAuto, kDirect, kCopy, kTcp };
+  TransferMode transfer_mode = TransferMode::kAuto;
 
   static ContextConfig from_info(const InfoMap& info);  // throws Error(kArg)
 };

@@ -6,7 +6,7 @@
 namespace thub::client {
 
 namespace {
-constexpr uint32_t kDescriptorVersion = 1;
+constexpr uint32_t kDescriptorVersion = 2;  // 2: stream segments, compaction, staging
 
 void put(Writer& w, const RemoteRegion& r) { w.u64(r.addr).u64(r.bytes).str(r.rkey); }
 RemoteRegion get(Reader& r) {
@@ -28,6 +28,9 @@ std::string encode_descriptor(const Descriptor& d) {
     w.str(t.name);
     put(w, t.region);
   }
+  w.u64(d.compaction_threshold).u32(d.staged ? 1 : 0);
+  w.u32(static_cast<uint32_t>(d.segments.size()));
+  for (const auto& s : d.segments) put(w, s);
   return w.take();
 }
 
@@ -47,6 +50,11 @@ Descriptor decode_descriptor(const std::string& bytes) {
       t.name = r.str();
       t.region = get(r);
     }
+    d.compaction_threshold = r.u64();
+    d.staged = r.u32() != 0;
+    uint32_t ns = r.count(8 + 8 + 4);
+    d.segments.resize(ns);
+    for (auto& s : d.segments) s = get(r);
     r.expect_end();
     return d;
   } catch (const CodecError& e) {

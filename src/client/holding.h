@@ -1,6 +1,11 @@
 // The registered memory one member serves from: its tensors (the user's buffers, or a
-// retention copy in host memory), their UCX registrations, the progress counter and the
-// integrity region; and the descriptor that tells peers how to read it.
+// retention copy in host memory), the stream they travel as (stream.h: the compact segment
+// of tiny tensors, then the others), its UCX registrations per stream segment, the progress
+// counter and the integrity region; and the descriptor that tells peers how to read it.
+//
+// Direct mode serves the large tensors in place and only the compact segment from a buffer
+// of its own. Copy mode serves the whole stream from one registered host buffer (pinned when
+// CUDA tensors are staged through it) and copies between it and the tensors.
 #pragma once
 
 #include <atomic>
@@ -10,30 +15,52 @@
 #include <vector>
 
 #include "src/client/layout.h"
+#include "src/client/stream.h"
 
 namespace thub::transport {
+class HostBuffer;
 class MemoryRegion;
 class Worker;
 }  // namespace thub::transport
 
 namespace thub::client {
 
+class TensorCopier;
+
 struct Holding {
   TensorTable table;
-  std::vector<std::unique_ptr<transport::MemoryRegion>> regions;  // per tensor (null: 0 bytes)
+  StreamPlan plan;
+  Stream stream;
+  bool copy_mode = false;
+  bool staged = false;  // descriptor flag: the counter leads while the publisher stages
+  std::unique_ptr<transport::HostBuffer> compact;  // direct mode: the compact segment
+  std::unique_ptr<transport::HostBuffer> shadow;   // copy mode: the whole stream
+  std::vector<std::unique_ptr<transport::MemoryRegion>> regions;  // per stream segment
   std::unique_ptr<std::atomic<uint64_t>> counter;
   std::unique_ptr<transport::MemoryRegion> counter_region;
   std::vector<uint64_t> hashes;  // [0] = 1 when valid, then one XXH3 per kHashBlock
   std::unique_ptr<transport::MemoryRegion> hash_region;
-  std::vector<std::unique_ptr<char[]>> owned;  // a retention copy owns its buffers
 
-  // Register `table`'s memory, the counter and the integrity region. Throws Error(kNoMemory).
-  void map(transport::Worker& w);
+  // Plan the stream, allocate its buffers, register them, the counter and the integrity
+  // region. Throws Error(kNoMemory).
+  void map(transport::Worker& w, uint64_t threshold, bool copy);
   [[nodiscard]] bool mapped() const { return counter_region != nullptr; }
   [[nodiscard]] std::string descriptor(const std::string& worker_address) const;
+  // Tensors -> stream for the pieces of stream [a, b) not served in place (the compact
+  // segment in direct mode, everything in copy mode). Copies are issued on `c`.
+  void stage(uint64_t a, uint64_t b, TensorCopier& c);
+  // Stream -> tensors for the same pieces (a receiver's unpacking / copy-out).
+  void deliver(uint64_t a, uint64_t b, TensorCopier& c);
+  // The bytes to stage or deliver: the compact segment (direct) or the whole stream (copy).
+  [[nodiscard]] uint64_t staged_bytes() const { return copy_mode ? plan.total_bytes() : plan.compact_bytes(); }
+  // "tensor 'x'" at a stream offset, for messages.
+  [[nodiscard]] std::string where(uint64_t off) const;
   // A host-memory copy of this holding (data, checksums, a full counter), registered on `w`.
   [[nodiscard]] std::unique_ptr<Holding> copy_to_host(transport::Worker& w) const;
   ~Holding();
+
+ private:
+  [[nodiscard]] char* buffer_at(uint64_t stream_off) const;
 };
 
 }  // namespace thub::client

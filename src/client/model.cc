@@ -1,9 +1,14 @@
 #include "src/client/model.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "src/client/context.h"
 #include "src/client/descriptor.h"
 #include "src/common/status.h"
 #include "src/registry/connection.h"
+#include "src/client/tensor_copy.h"
+#include "src/transport/cuda_staging.h"
 #include "src/transport/worker.h"
 
 namespace thub::client {
@@ -11,6 +16,14 @@ namespace thub::client {
 namespace {
 constexpr int kMemHost = 0;
 constexpr int kMemCuda = 1;
+// Copy-mode staging advances the counter every slice, so that readers start early.
+constexpr uint64_t kStageSlice = 16u << 20;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 Model::Model(Context& ctx, const std::string& model, const std::string& replica, int shard, int num_shards,
@@ -27,7 +40,10 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   open_member();
 }
 
-Model::~Model() { ctx_.retire(this); }
+Model::~Model() {
+  finish_staging();
+  ctx_.retire(this);
+}
 
 void Model::open_member() {
   sched::Open ev{0, 0, model_, replica_, shard_, num_shards_, retain_, spot_};
@@ -49,9 +65,19 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
     throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
   }
   if (memtype == kMemCuda) {
-    throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory is not supported by this build yet");
+    std::string why;
+    if (!transport::cuda_usable(&why)) throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory: " + why);
+    if (bytes > 0 && !transport::cuda_is_device_pointer(addr)) {
+      throw Error(Code::kArg, "tensor '" + name + "': registered as THUB_MEM_CUDA but is not CUDA device memory");
+    }
+    auto mode = ctx_.config().transfer_mode;
+    bool direct = mode == ContextConfig::TransferMode::kDirect || mode == ContextConfig::TransferMode::kTcp;
+    if (direct && !ctx_.worker().can_map_cuda()) {
+      throw Error(Code::kUnsupported, "tensor '" + name + "': transfer_mode=direct/tcp needs a CUDA-enabled UCX >= 1.16 (this is " +
+                                          transport::ucx_version() + " without it); use transfer_mode=auto or copy");
+    }
   }
-  if (memtype != kMemHost) throw Error(Code::kArg, "tensor '" + name + "': unknown memtype " + std::to_string(memtype));
+  if (memtype != kMemHost && memtype != kMemCuda) throw Error(Code::kArg, "tensor '" + name + "': unknown memtype " + std::to_string(memtype));
   live_.table.add(name, addr, bytes, memtype);
 }
 
@@ -60,8 +86,48 @@ void Model::freeze() {
   if (live_.table.empty()) {
     throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
   }
-  live_.map(ctx_.worker());
+  const auto& cfg = ctx_.config();
+  bool any_cuda = false;
+  for (const auto& t : live_.table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
+  // auto stages CUDA tensors through host memory unless this UCX moves them itself (and
+  // checksums, taken on the host, are off).
+  bool copy = cfg.transfer_mode == ContextConfig::TransferMode::kCopy ||
+              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda &&
+               (cfg.verify || !ctx_.worker().can_map_cuda()));
+  if (!copy && any_cuda && cfg.verify) {
+    throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
+  }
+  live_.map(ctx_.worker(), cfg.compaction_threshold, copy);
+  stats_.compact_bytes = live_.plan.compact_bytes();
+  stats_.compacted_tensors = live_.plan.packed_count();
+  stats_.copy_mode = copy ? 1 : 0;
   frozen_ = true;
+}
+
+void Model::stage_async() {
+  // Runs while we are published: the user keeps the tensors unchanged until unpublish
+  // returns, and unpublish (or the next transfer) joins this thread first.
+  stager_ = std::thread([this] {
+    int64_t t0 = now_us();
+    try {
+      TensorCopier c;
+      uint64_t total = live_.plan.total_bytes();
+      for (uint64_t off = 0; off < total; off += kStageSlice) {
+        uint64_t end = std::min(total, off + kStageSlice);
+        live_.stage(off, end, c);
+        c.finish();
+        live_.counter->store(end, std::memory_order_release);  // data first, then the counter
+      }
+    } catch (const std::exception& e) {
+      // Readers see the counter stop and fail over (stall watchdog); say why here.
+      ctx_.set_last_error(std::string("staging the published tensors failed: ") + e.what());
+    }
+    stats_.pack_us = static_cast<uint64_t>(now_us() - t0);
+  });
+}
+
+void Model::finish_staging() {
+  if (stager_.joinable()) stager_.join();
 }
 
 void Model::publish(int64_t version) {
@@ -71,9 +137,29 @@ void Model::publish(int64_t version) {
     throw Error(Code::kState, "already published version " + std::to_string(held_) + "; unpublish first");
   }
   freeze();
+  finish_staging();
+  live_.staged = false;
+  if (live_.copy_mode && !ctx_.config().verify) {
+    // Readers follow our counter as the staging thread advances it (descriptor flag).
+    live_.counter->store(0, std::memory_order_release);
+    live_.hashes[0] = 0;
+    live_.staged = true;
+    stage_async();
+    publish_locked(version);
+    return;
+  }
+  // Pack the tiny tensors (direct mode) or stage everything (copy mode with checksums,
+  // which must be complete before the first reader comes): a publish-time cost.
+  int64_t t0 = now_us();
+  {
+    TensorCopier c;
+    live_.stage(0, live_.staged_bytes(), c);
+    c.finish();
+  }
+  stats_.pack_us = static_cast<uint64_t>(now_us() - t0);
   if (ctx_.config().verify) {
     // The checksums are computed once, by the publisher; replicas copy them with the data.
-    for (uint64_t b = 0; b < live_.table.hash_blocks(); ++b) live_.hashes[1 + b] = live_.table.hash_block(b);
+    for (uint64_t b = 0; b < live_.stream.hash_blocks(); ++b) live_.hashes[1 + b] = live_.stream.hash_block(b);
     live_.hashes[0] = 1;
   } else {
     live_.hashes[0] = 0;
@@ -82,11 +168,12 @@ void Model::publish(int64_t version) {
 }
 
 void Model::publish_locked(int64_t version) {
-  live_.counter->store(live_.table.total_bytes(), std::memory_order_release);
+  // While staging runs the stager owns the counter; it ends at the total.
+  if (!live_.staged) live_.counter->store(live_.plan.total_bytes(), std::memory_order_release);
   sched::Publish ev{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())};
   sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) {
-    live_.counter->store(0, std::memory_order_release);
+    if (!live_.staged) live_.counter->store(0, std::memory_order_release);
     raise(static_cast<int>(r.status), "publish of version " + std::to_string(version), r.detail);
   }
   held_ = version;
@@ -122,6 +209,7 @@ Code Model::update(int64_t spec, int64_t* got) {
 
 int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   freeze();
+  finish_staging();
   const auto& cfg = ctx_.config();
   auto& reg = ctx_.registry();
   uint64_t gen = reg.generation();
@@ -141,9 +229,13 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   // From here on our buffers are being overwritten: we hold no complete version.
   published_ = false;
   held_ = -1;
+  live_.staged = false;
   live_.counter->store(0, std::memory_order_release);
   live_.hashes[0] = 0;
   int64_t version = r.version;
+  uint64_t delivered = 0;  // stream bytes copied out to the tensors (unpacking / copy mode)
+  TensorCopier copier;
+  stats_.unpack_us = 0;
   uint64_t lease = r.lease;
   uint64_t have = 0;
   for (;;) {
@@ -162,14 +254,26 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
                    " bytes) at the source";
       }
     }
+    if (mismatch.empty() && !StreamPlan(live_.table, src.compaction_threshold).same_packing(live_.plan)) {
+      mismatch = "the source packs tiny tensors with compaction_threshold=" + std::to_string(src.compaction_threshold) +
+                 ", this replica with " + std::to_string(live_.plan.threshold()) +
+                 ", and they pack different tensors: set the same compaction_threshold on every replica";
+    }
+    uint64_t src_total = 0;
+    for (const auto& sg : src.segments) src_total += sg.bytes;
+    if (mismatch.empty() && src_total != live_.plan.total_bytes()) {
+      mismatch = "the source's stream has " + std::to_string(src_total) + " bytes, this replica's " +
+                 std::to_string(live_.plan.total_bytes());
+    }
     if (!mismatch.empty()) {
       (void)reg.call(sched::Unpublish{0, 0, member_}, cfg.timeout_ms);
       raise(static_cast<int>(Code::kLayout), "replicate", mismatch);
     }
+    bool follow_counter = r.source_partial || src.staged;
     TransferSpec ts;
-    ts.local = &live_.table;
+    ts.local = &live_.stream;
     ts.source = std::move(src);
-    ts.source_partial = r.source_partial;
+    ts.source_partial = follow_counter;
     ts.start = have;
     ts.counter = live_.counter.get();
     ts.hashes = live_.hashes.data();
@@ -177,7 +281,36 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     ts.chunk_size = cfg.chunk_size;
     ts.max_inflight = cfg.max_inflight;
     ts.stall_timeout_us = cfg.stall_timeout_ms * 1000;
-    TransferResult res = start_transfer(ctx_.worker(), std::move(ts)).get();
+    ts.where = [this](uint64_t off) { return live_.where(off); };
+    auto watch = std::make_shared<PrefixWatch>();
+    ts.watch = watch;
+    auto fut = start_transfer(ctx_.worker(), std::move(ts));
+    // Copy out what has arrived (the compact segment: unpack; copy mode: everything) while
+    // the gets of the rest go on.
+    const uint64_t need = live_.staged_bytes();
+    while (delivered < need) {
+      auto [prefix, closed] = watch->wait_beyond(delivered);
+      uint64_t upto = std::min(prefix, need);
+      if (upto > delivered) {
+        int64_t t0 = now_us();
+        live_.deliver(delivered, upto, copier);
+        delivered = upto;
+        stats_.unpack_us += static_cast<uint64_t>(now_us() - t0);
+      }
+      if (closed) break;
+    }
+    TransferResult res = fut.get();
+    if (res.code == Code::kSuccess) {
+      try {
+        int64_t t0 = now_us();
+        copier.finish();
+        stats_.unpack_us += static_cast<uint64_t>(now_us() - t0);
+      } catch (const Error& e) {
+        res.code = e.code();
+        res.error = std::string("copying out to the tensors: ") + e.what();
+        res.source_failed = false;
+      }
+    }
     stats_.counter_reads = res.stats.counter_reads;
     stats_.gets = res.stats.gets;
     have = res.held;
@@ -217,6 +350,7 @@ void Model::unpublish() {
 }
 
 void Model::unpublish_locked() {
+  finish_staging();  // the user may overwrite the tensors once we return
   // The registry may order a retention offload before it answers (see offload()).
   sched::Reply r = ctx_.registry().call(sched::Unpublish{0, 0, member_}, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "unpublish", r.detail);
@@ -284,12 +418,18 @@ bool Model::stat(const std::string& key, int64_t* value) const {
   else if (key == "gets") *value = u(stats_.gets);
   else if (key == "offloads") *value = u(stats_.offloads);
   else if (key == "republished") *value = u(stats_.republished);
+  else if (key == "compact_bytes") *value = u(stats_.compact_bytes);
+  else if (key == "compacted_tensors") *value = u(stats_.compacted_tensors);
+  else if (key == "copy_mode") *value = u(stats_.copy_mode);
+  else if (key == "pack_us") *value = u(stats_.pack_us);
+  else if (key == "unpack_us") *value = u(stats_.unpack_us);
   else return false;
   return true;
 }
 
 void Model::close() {
   std::lock_guard<std::mutex> lk(op_mu_);
+  finish_staging();
   if (published_) unpublish_locked();
   if (ctx_.registry().connected()) {
     sched::Reply r = ctx_.registry().call(sched::Close{0, 0, member_}, ctx_.config().timeout_ms);

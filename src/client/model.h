@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "src/client/holding.h"
 #include "src/client/transfer.h"
@@ -26,6 +27,11 @@ struct ModelStats {  // written by the operation's thread, read by any
   std::atomic<uint64_t> gets{0};             // the last transfer's RMA gets
   std::atomic<uint64_t> offloads{0};         // retention copies made
   std::atomic<uint64_t> republished{0};      // re-publications after a registry failover
+  std::atomic<uint64_t> compact_bytes{0};    // size of the compact segment (tiny tensors)
+  std::atomic<uint64_t> compacted_tensors{0};
+  std::atomic<uint64_t> copy_mode{0};        // 1: served through a staging buffer (copy mode)
+  std::atomic<uint64_t> pack_us{0};          // the last publish's staging (pack / copy) time
+  std::atomic<uint64_t> unpack_us{0};        // the last transfer's unpack / copy-out time
 };
 
 class Model {
@@ -57,6 +63,8 @@ class Model {
   void open_member();
   void freeze();  // register memory on first publish/replicate
   void publish_locked(int64_t version);
+  void stage_async();     // copy mode: stage the stream on a thread, advancing the counter
+  void finish_staging();  // wait for that thread (before the stream or tensors change hands)
   void unpublish_locked();
   int64_t transfer(int64_t spec, int64_t newer_than, bool* not_updated);
   [[noreturn]] void raise(int status, const std::string& what, const std::string& detail) const;
@@ -75,6 +83,7 @@ class Model {
   std::mutex offload_mu_;
   std::map<int64_t, std::unique_ptr<Holding>> offloaded_;  // retention copies by version
   ModelStats stats_;
+  std::thread stager_;
 };
 
 }  // namespace thub::client

@@ -39,6 +39,7 @@ class Job : public std::enable_shared_from_this<Job> {
   void poll_counter();
   void on_counter(bool ok, const std::string& err);
   void fail(Code code, const std::string& err, bool source_failed);
+  size_t remote_segment(uint64_t off) const;
   void finish();
   bool verify_upto(uint64_t prefix);
   void check_stall();
@@ -51,7 +52,8 @@ class Job : public std::enable_shared_from_this<Job> {
   bool local_ = false;  // the source runs on this host: watch its pid
 
   std::shared_ptr<Peer> peer_;
-  std::vector<std::unique_ptr<RemoteKey>> keys_;  // per tensor (null for 0-byte ones)
+  std::vector<std::unique_ptr<RemoteKey>> keys_;  // per remote segment
+  std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
   std::unique_ptr<RemoteKey> counter_key_;
   std::unique_ptr<RemoteKey> hash_key_;
 
@@ -74,7 +76,7 @@ class Job : public std::enable_shared_from_this<Job> {
 };
 
 void Job::start() {
-  const auto& tensors = s_.local->tensors();
+  const auto& rsegs = s_.source.segments;
   total_ = s_.local->total_bytes();
   prefix_ = issued_ = std::min(s_.start, total_);
   next_verify_block_ = prefix_ / kHashBlock;
@@ -82,9 +84,11 @@ void Job::start() {
   try {
     local_ = s_.source.host == host_identity();
     peer_ = w_.peer(s_.source.worker_address, !local_);
-    keys_.resize(tensors.size());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].bytes > 0) keys_[i] = std::make_unique<RemoteKey>(peer_, s_.source.tensors[i].region.rkey);
+    uint64_t off = 0;
+    for (const auto& r : rsegs) {
+      remote_off_.push_back(off);
+      off += r.bytes;
+      keys_.push_back(std::make_unique<RemoteKey>(peer_, r.rkey));
     }
     if (s_.source_partial) counter_key_ = std::make_unique<RemoteKey>(peer_, s_.source.counter.rkey);
     if (s_.source.hashes.bytes > 0) hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
@@ -139,12 +143,16 @@ void Job::pump() {
     if (inflight_ == 0 && !counter_pending_) finish();
     return;
   }
-  const auto& tensors = s_.local->tensors();
+  const auto& lsegs = s_.local->segments();
+  const auto& rsegs = s_.source.segments;
   while (hashes_ready_ && inflight_ < s_.max_inflight && issued_ < ready_) {
-    size_t ti = s_.local->find(issued_);
-    const Tensor& t = tensors[ti];
-    uint64_t in = issued_ - t.offset;
-    uint64_t len = std::min({s_.chunk_size, t.bytes - in, ready_ - issued_});
+    // A get stays inside one local and one remote segment (the two sides may cut the
+    // same stream differently: direct vs copy mode).
+    const Segment& l = lsegs[s_.local->find(issued_)];
+    size_t ri = remote_segment(issued_);
+    uint64_t lleft = l.offset + l.bytes - issued_;
+    uint64_t rleft = remote_off_[ri] + rsegs[ri].bytes - issued_;
+    uint64_t len = std::min({s_.chunk_size, lleft, rleft, ready_ - issued_});
     issue(issued_, len);
     issued_ += len;
   }
@@ -162,15 +170,18 @@ void Job::pump() {
   }
 }
 
+size_t Job::remote_segment(uint64_t off) const {
+  auto it = std::upper_bound(remote_off_.begin(), remote_off_.end(), off);
+  return static_cast<size_t>(it - remote_off_.begin()) - 1;
+}
+
 void Job::issue(uint64_t off, uint64_t len) {
-  const auto& tensors = s_.local->tensors();
-  size_t ti = s_.local->find(off);
-  const Tensor& t = tensors[ti];
-  uint64_t in = off - t.offset;
+  const Segment& l = s_.local->segments()[s_.local->find(off)];
+  size_t ri = remote_segment(off);
   auto self = shared_from_this();
   inflight_++;
   stats_.gets++;
-  w_.get(peer_, t.addr + in, len, s_.source.tensors[ti].region.addr + in, *keys_[ti],
+  w_.get(peer_, l.addr + (off - l.offset), len, s_.source.segments[ri].addr + (off - remote_off_[ri]), *keys_[ri],
          [self, off, len](bool ok, const std::string& err) { self->on_chunk(off, len, ok, err); });
 }
 
@@ -193,6 +204,7 @@ void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) 
     if (s_.verify && !verify_upto(prefix_)) return pump();
     // Data first, then the counter: a reader that sees the counter finds the bytes there.
     s_.counter->store(prefix_, std::memory_order_release);
+    if (s_.watch) s_.watch->advance(prefix_);
   }
   if (prefix_ == total_ && fail_code_ == Code::kSuccess) return finish();
   pump();
@@ -206,10 +218,10 @@ bool Job::verify_upto(uint64_t prefix) {
     uint64_t want = s_.hashes[1 + next_verify_block_];
     uint64_t got = s_.local->hash_block(next_verify_block_);
     if (want != got) {
-      const Tensor& t = s_.local->tensors()[s_.local->find(next_verify_block_ * kHashBlock)];
+      std::string what = s_.where ? s_.where(next_verify_block_ * kHashBlock) : std::string("?");
       fail(Code::kTransport,
-           "checksum mismatch in integrity block " + std::to_string(next_verify_block_) + " (tensor '" + t.name +
-               "'): the received bytes differ from the publisher's",
+           "checksum mismatch in integrity block " + std::to_string(next_verify_block_) + " (" + what +
+               "): the received bytes differ from the publisher's",
            false);
       return false;
     }
@@ -287,6 +299,7 @@ void Job::finish() {
   r.source_failed = fail_source_;
   r.held = prefix_;
   r.stats = stats_;
+  if (s_.watch) s_.watch->close(prefix_);
   if (inflight_ == 0 && !counter_pending_) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();
@@ -298,6 +311,29 @@ void Job::finish() {
 }
 
 }  // namespace
+
+void PrefixWatch::advance(uint64_t prefix) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    prefix_ = prefix;
+  }
+  cv_.notify_all();
+}
+
+void PrefixWatch::close(uint64_t prefix) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    prefix_ = prefix;
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::pair<uint64_t, bool> PrefixWatch::wait_beyond(uint64_t seen) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return closed_ || prefix_ > seen; });
+  return {prefix_, closed_};
+}
 
 std::future<TransferResult> start_transfer(Worker& worker, TransferSpec spec) {
   auto job = std::make_shared<Job>(worker, std::move(spec));

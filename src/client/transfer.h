@@ -6,12 +6,17 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "src/client/descriptor.h"
 #include "src/client/layout.h"
+#include "src/client/stream.h"
 #include "src/common/status.h"
 
 namespace thub::transport {
@@ -20,8 +25,25 @@ class Worker;
 
 namespace thub::client {
 
+// The receiving thread's view of a transfer: our contiguous prefix as it grows, and the
+// end. It copies out of the stream (unpacking, copy mode) while the gets go on.
+class PrefixWatch {
+ public:
+  void advance(uint64_t prefix);  // progress thread
+  void close(uint64_t prefix);    // progress thread: the transfer has finished
+  // Blocks until the prefix passes `seen` or the transfer has finished; returns the prefix
+  // and whether it has finished.
+  std::pair<uint64_t, bool> wait_beyond(uint64_t seen);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t prefix_ = 0;
+  bool closed_ = false;
+};
+
 struct TransferSpec {
-  const TensorTable* local = nullptr;
+  const Stream* local = nullptr;            // where our stream lives (segments)
   Descriptor source;
   bool source_partial = false;
   uint64_t start = 0;                       // resume point (bytes of the stream we hold)
@@ -31,6 +53,8 @@ struct TransferSpec {
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;
   int64_t stall_timeout_us = 10'000'000;    // no progress this long: the source failed
+  std::function<std::string(uint64_t)> where;  // names the tensor at a stream offset
+  std::shared_ptr<PrefixWatch> watch;          // told of every prefix advance (may be null)
 };
 
 struct TransferStats {

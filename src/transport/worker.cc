@@ -483,6 +483,16 @@ std::string Worker::describe() const {
   return out;
 }
 
+bool Worker::can_map_cuda() const {
+  unsigned maj = 0, min = 0, rel = 0;
+  ucp_get_version(&maj, &min, &rel);
+  if (maj < 1 || (maj == 1 && min < 16)) return false;
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(impl_->ctx, &attr) != UCS_OK) return false;
+  return (attr.memory_types & (1ull << UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 std::string ucx_version() {
   unsigned maj = 0, min = 0, rel = 0;
   ucp_get_version(&maj, &min, &rel);

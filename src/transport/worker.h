@@ -56,6 +56,10 @@ class Worker {
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
            const RemoteKey& key, GetCallback cb);
 
+  // True when this UCX can register and move CUDA memory itself: its context lists the
+  // CUDA memory type and it is >= 1.16 (older RMA paths treat every buffer as host memory).
+  [[nodiscard]] bool can_map_cuda() const;
+
   // Text for tensorhub-info: UCX version, transports/devices in use, memory types.
   [[nodiscard]] std::string describe() const;
 

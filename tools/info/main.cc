@@ -1,11 +1,13 @@
 // tensorhub-info: what TensorHub sees on this machine. One section per flag; with no
 // section flag, every section this build has. Add a section by adding a row to kSections.
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "tools/info/print_topology.h"
+#include "tools/info/print_ucx.h"
 #include "topo/topology.h"
 
 namespace {
@@ -26,17 +28,23 @@ int topology_section(const Options& opt) {
   return 0;
 }
 
+int ucx_section(const Options&) {
+  // The same transport restriction THUB_Init would apply (info key `tls` via its variable).
+  const char* tls = std::getenv("TENSORHUB_TLS");
+  return thub::info::print_ucx(std::cout, std::cerr, tls ? tls : "") ? 0 : 1;
+}
+
 struct Section {
   const char* flag;
   const char* help;
   int (*run)(const Options&);
 };
 
-// Later: {"--ucx", "UCX transports and memory types", ucx_section},
-//        {"--registry", "the registry's models and versions", registry_section}.
+// Later: {"--registry", "the registry's models and versions", registry_section}.
 const Section kSections[] = {
     {"--topology", "NUMA nodes, GPUs, NICs and the NIC chosen per GPU / NUMA node",
      topology_section},
+    {"--ucx", "UCX version, transports and devices, memory types, CUDA staging", ucx_section},
 };
 
 void usage(std::ostream& out) {

@@ -165,7 +165,9 @@ class World {
         [&](const auto& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
-            if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
+            // a late duplicate (the cache answers) or a retry of a deferred one (ignored)
+            if (!first_delivery(e.client, e.req)) return;
+            mark_delivered(e.client, e.req);
             // a receiving member's own read is cancelled, unless a reader reported the member
             // failed (then it drains, and its own read goes on until it reports)
             if (!failed_.count(e.member)) release_reads({e.member}, 0);
@@ -175,7 +177,9 @@ class World {
           } else if constexpr (std::is_same_v<E, TransferDone>) {
             if (undecided(e.client, e.req)) held_.erase(e.lease);
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
-            if (!undecided(e.client, e.req)) return;
+            // Only its first delivery marks the source failed: the registry ignores a retry
+            // while the regrant is deferred, and the source may hold something new by then.
+            if (!first_delivery(e.client, e.req)) return;
             held_.erase(e.lease);  // ended at once, even when the regrant is deferred
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
               const LeaseView& lv = l->second;
@@ -387,6 +391,17 @@ class World {
     return false;
   }
 
+  // Is this the first time the registry sees (client, req), unanswered? A retry of a
+  // request whose answer is deferred changes nothing in the registry.
+  bool first_delivery(ClientId c, RequestId req) const {
+    int i = current(c);
+    if (i < 0) return false;
+    for (const Shard& s : actors_[i].sh)
+      if (auto it = s.out.find(req); it != s.out.end())
+        return !it->second.decided && !it->second.delivered;
+    return false;
+  }
+
   // The registry-view record of member m: in its actor's current session, or in the zombie
   // of an older one.
   Shard* reg_view(MemberId m) {
@@ -401,6 +416,9 @@ class World {
   }
 
   void hide(MemberId m) {
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld member %llu hidden in the view\n", static_cast<long long>(now_),
+                   static_cast<unsigned long long>(m));
     suspect_.insert(m);
     ++hidden_[m];
   }

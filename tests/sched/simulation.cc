@@ -297,12 +297,14 @@ class World {
       it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
     std::map<MemberId, int> n;
     for (const auto& [l, h] : held_) ++n[h.src];
+    // Every session the registry still knows counts, also one that crashed silently (its
+    // transaction keeps its slots until the registry drops it or its shards leave).
     if (with_reservations)
-      for (const Actor& c : actors_) {
-        if (!c.alive || !c.has_first || c.first_src < 0) continue;
+      for_each_registered([&](const Actor& c) {
+        if (!c.has_first || c.first_src < 0) return;
         for (size_t s = 0; s < c.sh.size() && s < c.first_plan.size(); ++s)
           if (!c.sh[s].round_decided) ++n[c.first_plan[s].first];
-      }
+      });
     return n;
   }
 

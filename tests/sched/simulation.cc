@@ -499,6 +499,7 @@ class World {
          << rep.source_partial;
       mix(os.str());
     }
+    if (auto z = zombies_.find(rep.client); z != zombies_.end()) zombie_decided(z->second, rep);
     auto it = by_client_.find(rep.client);
     if (it == by_client_.end()) return;
     int i = it->second;
@@ -519,6 +520,36 @@ class World {
       return;  // the reply is lost: the client retries
     }
     at(lat(), [=] { reply(i, session, rep); });
+  }
+
+  // A deferred request of an old session (its actor crashed and rejoined) may still be
+  // decided before the registry removes that session: nobody reads with a grant, but the
+  // registry counts the lease (as an orphan after a Drop) and a restored holding.
+  void zombie_decided(Actor& z, const Reply& rep) {
+    for (Shard& t : z.sh) {
+      auto o = t.out.find(rep.req);
+      if (o == t.out.end() || o->second.decided) continue;
+      o->second.decided = true;
+      o->second.status = rep.status;
+      bool grant = (o->second.op == Op::kReplicate || o->second.op == Op::kFailed) &&
+                   rep.status == Status::kOk;
+      if (grant) {
+        lease_src_[rep.lease] =
+            LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+        held_[rep.lease] = Held{rep.source, t.id, 0};
+      }
+      if (o->second.op == Op::kReplicate && rep.detail.find("still holding version") != std::string::npos) {
+        t.reg_v = t.v;
+        suspect_.erase(t.id);
+      }
+      if (std::getenv("THUB_SIM_TRACE"))
+        std::fprintf(stderr, "t=%lld old session %llu of %s/%llu req %llu op%d -> %d v%lld src %llu\n",
+                     static_cast<long long>(now_), static_cast<unsigned long long>(rep.client),
+                     z.replica.c_str(), static_cast<unsigned long long>(t.id),
+                     static_cast<unsigned long long>(rep.req), static_cast<int>(o->second.op),
+                     static_cast<int>(rep.status), static_cast<long long>(rep.version),
+                     static_cast<unsigned long long>(rep.source));
+    }
   }
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
@@ -993,6 +1024,8 @@ class World {
   void restart_registry() {
     ++res_.restarts;
     mix("RESTART");
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld registry restarts\n", static_cast<long long>(now_));
     reg_ = std::make_unique<Registry>(cfg_);
     ++epoch_;
     owner_.clear();

@@ -47,6 +47,7 @@ struct Member {
                               // partial one): retention may still offload it
   RequestId unpublish_req = 0;
   std::map<Version, OffloadCopy> offloaded;
+  bool leaving = false;       // being forgotten (Close, client removal): never indexed again
 };
 
 struct Lease {
@@ -139,6 +140,7 @@ class Core {
   // Close ends them at once.
   void remove_client(ClientId c, bool orphan_reads = false);
   void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
+  void hide_leaving(Member& m);  // unindexed for good: no longer a holder for any decision
   void expire_orphans();
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);

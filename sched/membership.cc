@@ -69,14 +69,23 @@ void Core::remove_client(ClientId c, bool orphan_reads) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [c](const Pending& p) { return p.client == c; }),
                  pending_.end());
+  // All its holdings go first: forgetting one member ends leases, and a drain that ends
+  // then decides retention, which must not count the client's other copies any more.
+  for (MemberId m : members) hide_leaving(members_.at(m));
   for (MemberId m : members) forget_member(m, orphan_reads);
   clients_.erase(c);
+}
+
+void Core::hide_leaving(Member& m) {
+  unindex(m);
+  m.leaving = true;
 }
 
 void Core::forget_member(MemberId id, bool orphan_reads) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
+  hide_leaving(m);  // before its own lease ends (that may end a drain: see remove_client)
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const Pending& p) { return p.member == id; }),
                  pending_.end());
@@ -99,7 +108,6 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
           break;
         }
   leave_transaction(m);
-  unindex(m);
   std::string model = m.model;
   Model& md = models_.at(model);
   Replica& r = md.replicas.at(m.replica);

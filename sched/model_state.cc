@@ -33,7 +33,7 @@ void Core::unindex(const Member& m) {
 
 void Core::index(const Member& m) {
   Model* md = model_of(m);
-  if (!md) return;
+  if (!md || m.leaving) return;
   if (serves_live(m, m.version)) md->holders[m.version].insert(m.id);
   for (const auto& [v, c] : m.offloaded)
     if (!c.dropping) md->holders[v].insert(m.id);

@@ -127,6 +127,10 @@ std::string Core::describe() const {
     os << "  pending " << (p.kind == Pending::Kind::kRegrant ? "regrant" : "replicate")
        << " client " << p.client << " req " << p.req << " member " << p.member << " spec "
        << p.spec << " newer_than " << p.newer_than << " version " << p.version << "\n";
+  for (const auto& [id, l] : leases_)
+    os << "  lease " << id << " reader " << l.reader << " source " << l.source << " v"
+       << l.version << (l.from_offload ? " host" : "")
+       << (l.orphan_until ? " orphan until " + std::to_string(l.orphan_until) : "") << "\n";
   for (const auto& [name, md] : models_) {
     os << "model " << name << " published {";
     for (Version v : md.published) os << " " << v;

@@ -43,6 +43,7 @@ void Core::begin_drain(Member& m) {
 }
 
 void Core::check_drain(Member& m) {
+  if (m.leaving) return;  // forgotten in this step: nothing to offload, ack or discard
   if (m.buf == Buf::kDraining && live_leases(m.id) == 0 && m.intact && needs_offload(m)) {
     // Retention is decided again when the buffers are about to be freed: since the Unpublish
     // the other holder may have crashed, or a member with a larger `retain` may have opened.

@@ -45,6 +45,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   }
   if (st != Status::kOk) return reply_err(e.client, e.req, st, detail);  // h stays served
   // Hide h now; its readers finish; retention may first want a host copy of h.
+  const Version held = m.version;  // before the drain: an unread member is emptied at once
   m.descriptor = e.descriptor;
   m.intact = true;
   if (needs_offload(m)) {
@@ -64,7 +65,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.newer_than = e.newer_than;
   p.in_place = true;
   p.restorable = true;
-  p.held = m.version;
+  p.held = held;
   pending_.push_back(p);  // granted by wake() once the buffers are empty
 }
 

@@ -70,5 +70,67 @@ TEST(RetentionTest, OffloadedCopyDroppedWhenOutOfWindow) {
   EXPECT_EQ(g->status, Status::kVersionLost);
 }
 
+// A client that goes away with the only other copy (a host copy) of a retained version, and
+// with the last reader of a draining holder of it: the holder's drain ends in the same step,
+// and it must see the copy as gone already (offload, not lose the version).
+TEST(RetentionTest, DrainEndingWithTheOtherCopysRemovalOffloads) {
+  Harness h;
+  h.connect(1);
+  MemberId t = h.open(1, "pol", "t", 0, 1, /*retain=*/1);
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  h.connect(2);
+  MemberId r2 = h.open(2, "pol", "r2");  // forgotten first on removal (smaller id)
+  MemberId r = h.open(2, "pol", "r");
+  auto g = h.replicate_now(2, r, 1);
+  ASSERT_TRUE(g && g->source == t);
+  h.done(2, r, g->lease);
+  RequestId ut = h.unpublish(1, t);  // r holds v1: no offload
+  ASSERT_EQ(h.reply_to(1, ut)->status, Status::kOk);
+  RequestId ur = h.unpublish(2, r);  // r is the last holder now: it keeps a host copy
+  ASSERT_EQ(h.all<Offload>().size(), 1u);
+  h.offload_done(2, r, 1, "host-r");
+  ASSERT_EQ(h.reply_to(2, ur)->status, Status::kOk);
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  auto g2 = h.replicate_now(2, r2, 1);
+  ASSERT_TRUE(g2 && g2->source == t);
+  RequestId u = h.unpublish(1, t);  // r's host copy still keeps v1: no offload, drains
+  EXPECT_TRUE(h.all<Offload>().empty());
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.send(Disconnect{2});  // r2's read ends and r's host copy goes, in one step
+  auto off = h.all<Offload>();
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].member, t);
+  EXPECT_EQ(off[0].version, 1);
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.offload_done(1, t, 1, "host-t");
+  EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
+}
+
+// The same when the member that keeps the other copy is itself the last reader, and closes.
+TEST(RetentionTest, CloseOfTheReaderWithTheOtherCopyOffloads) {
+  Harness h;
+  h.connect(1);
+  MemberId t = h.open(1, "pol", "t", 0, 1, /*retain=*/1);
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  h.connect(2);
+  MemberId r = h.open(2, "pol", "r");
+  auto g = h.replicate_now(2, r, 1);
+  h.done(2, r, g->lease);
+  ASSERT_EQ(h.reply_to(1, h.unpublish(1, t))->status, Status::kOk);
+  RequestId ur = h.unpublish(2, r);
+  h.offload_done(2, r, 1, "host-r");
+  ASSERT_EQ(h.reply_to(2, ur)->status, Status::kOk);
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  auto g2 = h.replicate_now(2, r, 1);  // r reads v1 again, from t (not from itself)
+  ASSERT_TRUE(g2 && g2->source == t);
+  RequestId u = h.unpublish(1, t);
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.close(2, r);
+  auto off = h.all<Offload>();
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].member, t);
+  EXPECT_FALSE(h.reply_to(1, u));
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

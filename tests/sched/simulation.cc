@@ -165,7 +165,9 @@ class World {
         [&](const auto& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
-            if (!undecided(e.client, e.req)) return;  // a late duplicate: the cache answers
+            // a late duplicate (the cache answers) or a retry of a deferred one (ignored)
+            if (!first_delivery(e.client, e.req)) return;
+            mark_delivered(e.client, e.req);
             // a receiving member's own read is cancelled, unless a reader reported the member
             // failed (then it drains, and its own read goes on until it reports)
             if (!failed_.count(e.member)) release_reads({e.member}, 0);
@@ -175,7 +177,9 @@ class World {
           } else if constexpr (std::is_same_v<E, TransferDone>) {
             if (undecided(e.client, e.req)) held_.erase(e.lease);
           } else if constexpr (std::is_same_v<E, SourceFailed>) {
-            if (!undecided(e.client, e.req)) return;
+            // Only its first delivery marks the source failed: the registry ignores a retry
+            // while the regrant is deferred, and the source may hold something new by then.
+            if (!first_delivery(e.client, e.req)) return;
             held_.erase(e.lease);  // ended at once, even when the regrant is deferred
             if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
               const LeaseView& lv = l->second;
@@ -293,12 +297,14 @@ class World {
       it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
     std::map<MemberId, int> n;
     for (const auto& [l, h] : held_) ++n[h.src];
+    // Every session the registry still knows counts, also one that crashed silently (its
+    // transaction keeps its slots until the registry drops it or its shards leave).
     if (with_reservations)
-      for (const Actor& c : actors_) {
-        if (!c.alive || !c.has_first || c.first_src < 0) continue;
+      for_each_registered([&](const Actor& c) {
+        if (!c.has_first || c.first_src < 0) return;
         for (size_t s = 0; s < c.sh.size() && s < c.first_plan.size(); ++s)
           if (!c.sh[s].round_decided) ++n[c.first_plan[s].first];
-      }
+      });
     return n;
   }
 
@@ -387,6 +393,17 @@ class World {
     return false;
   }
 
+  // Is this the first time the registry sees (client, req), unanswered? A retry of a
+  // request whose answer is deferred changes nothing in the registry.
+  bool first_delivery(ClientId c, RequestId req) const {
+    int i = current(c);
+    if (i < 0) return false;
+    for (const Shard& s : actors_[i].sh)
+      if (auto it = s.out.find(req); it != s.out.end())
+        return !it->second.decided && !it->second.delivered;
+    return false;
+  }
+
   // The registry-view record of member m: in its actor's current session, or in the zombie
   // of an older one.
   Shard* reg_view(MemberId m) {
@@ -401,6 +418,9 @@ class World {
   }
 
   void hide(MemberId m) {
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld member %llu hidden in the view\n", static_cast<long long>(now_),
+                   static_cast<unsigned long long>(m));
     suspect_.insert(m);
     ++hidden_[m];
   }
@@ -479,6 +499,7 @@ class World {
          << rep.source_partial;
       mix(os.str());
     }
+    if (auto z = zombies_.find(rep.client); z != zombies_.end()) zombie_decided(z->second, rep);
     auto it = by_client_.find(rep.client);
     if (it == by_client_.end()) return;
     int i = it->second;
@@ -499,6 +520,36 @@ class World {
       return;  // the reply is lost: the client retries
     }
     at(lat(), [=] { reply(i, session, rep); });
+  }
+
+  // A deferred request of an old session (its actor crashed and rejoined) may still be
+  // decided before the registry removes that session: nobody reads with a grant, but the
+  // registry counts the lease (as an orphan after a Drop) and a restored holding.
+  void zombie_decided(Actor& z, const Reply& rep) {
+    for (Shard& t : z.sh) {
+      auto o = t.out.find(rep.req);
+      if (o == t.out.end() || o->second.decided) continue;
+      o->second.decided = true;
+      o->second.status = rep.status;
+      bool grant = (o->second.op == Op::kReplicate || o->second.op == Op::kFailed) &&
+                   rep.status == Status::kOk;
+      if (grant) {
+        lease_src_[rep.lease] =
+            LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+        held_[rep.lease] = Held{rep.source, t.id, 0};
+      }
+      if (o->second.op == Op::kReplicate && rep.detail.find("still holding version") != std::string::npos) {
+        t.reg_v = t.v;
+        suspect_.erase(t.id);
+      }
+      if (std::getenv("THUB_SIM_TRACE"))
+        std::fprintf(stderr, "t=%lld old session %llu of %s/%llu req %llu op%d -> %d v%lld src %llu\n",
+                     static_cast<long long>(now_), static_cast<unsigned long long>(rep.client),
+                     z.replica.c_str(), static_cast<unsigned long long>(t.id),
+                     static_cast<unsigned long long>(rep.req), static_cast<int>(o->second.op),
+                     static_cast<int>(rep.status), static_cast<long long>(rep.version),
+                     static_cast<unsigned long long>(rep.source));
+    }
   }
 
   void on_decided(int i, int s, const Out& out, const Reply& rep) {
@@ -973,6 +1024,8 @@ class World {
   void restart_registry() {
     ++res_.restarts;
     mix("RESTART");
+    if (std::getenv("THUB_SIM_TRACE"))
+      std::fprintf(stderr, "t=%lld registry restarts\n", static_cast<long long>(now_));
     reg_ = std::make_unique<Registry>(cfg_);
     ++epoch_;
     owner_.clear();

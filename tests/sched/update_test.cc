@@ -142,6 +142,44 @@ TEST(UpdateTest, ShardsOfOneReplicaGetTheSameVersion) {
   EXPECT_EQ(u1->source, b1);
 }
 
+// An unread holder drains at once; if the newer version then becomes unservable, the error
+// still gives h back (held is remembered from before the drain emptied the member).
+TEST(UpdateTest, UnreadHolderGetsItsVersionBackWhenTheNewerIsLost) {
+  Config cfg;
+  cfg.pipeline = false;  // x, still receiving v2, is no source
+  Harness h(cfg);
+  h.connect(1);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  h.connect(2);
+  MemberId r = h.open(2, "pol", "r");
+  auto g = h.replicate_now(2, r, 1);
+  h.done(2, r, g->lease);
+  h.connect(4);
+  MemberId t2 = h.open(4, "pol", "t2");
+  ASSERT_EQ(h.publish(4, t2, 2), Status::kOk);
+  h.connect(3);
+  MemberId x = h.open(3, "pol", "x");
+  auto gx = h.replicate_now(3, x, 2);  // t2 is busy (max_readers_per_source = 1)
+  ASSERT_TRUE(gx && gx->source == t2);
+  RequestId up = h.replicate(2, r, -1, /*newer_than=*/1);
+  EXPECT_FALSE(h.reply_to(2, up));  // r drained at once; the grant waits for t2
+  h.send(Disconnect{4});            // v2 is lost (x's chain has no complete holder)
+  auto u = h.reply_to(2, up);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, Status::kVersionLost);
+  EXPECT_NE(u->detail.find("still holding version 1"), std::string::npos) << u->detail;
+  // r holds and serves v1 again: with t busy, a reader of v1 is sent to r
+  h.connect(5);
+  MemberId y = h.open(5, "pol", "y");
+  h.connect(6);
+  MemberId z = h.open(6, "pol", "z");
+  auto gy = h.replicate_now(5, y, 1);
+  auto gz = h.replicate_now(6, z, 1);
+  ASSERT_TRUE(gy && gz && gy->status == Status::kOk && gz->status == Status::kOk);
+  EXPECT_TRUE(gy->source == r || gz->source == r);
+}
+
 TEST(UpdateTest, NonHolderWithNewerThanWorksAsBefore) {
   Harness h;
   h.connect(1);

@@ -18,6 +18,7 @@ using transport::Worker;
 namespace {
 
 constexpr int64_t kWatchdogUs = 50'000;
+constexpr int64_t kReadAheadUs = 100;  // counter re-read while data from a partial source moves
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -156,17 +157,23 @@ void Job::pump() {
     issue(issued_, len);
     issued_ += len;
   }
-  if (issued_ >= ready_ && ready_ < total_ && !counter_pending_) {
-    check_stall();
-    if (fail_code_ != Code::kSuccess) return pump();
-    // Back off so that a waiting reader does not hammer the source over the network.
+  if (ready_ < total_ && !counter_pending_) {
+    // Follow a partial source's counter. While data is still moving, read it again soon, so
+    // that the next bytes can be asked for as soon as the last ones land (each hop of a chain
+    // then lags its source by about one chunk); when starved, back off so that a waiting
+    // reader does not hammer the source over the network.
+    bool starved = issued_ >= ready_;
+    if (starved) {
+      check_stall();
+      if (fail_code_ != Code::kSuccess) return pump();
+    }
     auto self = shared_from_this();
     counter_pending_ = true;
-    w_.post_after(backoff_us_, [self] {
+    w_.post_after(starved ? backoff_us_ : kReadAheadUs, [self] {
       self->counter_pending_ = false;
       if (!self->finished_) self->poll_counter();
     });
-    backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
+    if (starved) backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
   }
 }
 
@@ -263,8 +270,8 @@ void Job::watchdog() {
   if (finished_) return;
   if (local_ && !process_alive(s_.source.pid)) {
     fail(Code::kTransport, "the source process (pid " + std::to_string(s_.source.pid) + ") is gone", true);
-  } else if (inflight_ > 0) {
-    check_stall();
+  } else {
+    check_stall();  // gets, or a counter read, to a source that stopped answering
   }
   if (fail_code_ != Code::kSuccess) {
     if (peer_ && local_ && !process_alive(s_.source.pid)) w_.forget_peer(peer_);

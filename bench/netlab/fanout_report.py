@@ -115,10 +115,8 @@ def fanout(args):
     print(text)
     if args.doc:
         put_section(args.doc, "fanout-results", text)
-    if args.png:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    plt = pyplot() if args.png else None
+    if plt:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for (key, lbl), mk in zip(METHODS, "osd^"):
             pts = [(n, med(samples[(key, n)])) for n in ns if samples.get((key, n))]
@@ -175,10 +173,8 @@ def failure(args):
     print(text)
     if args.doc:
         put_section(args.doc, "failure-results", text)
-    if args.png and base_med:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    plt = pyplot() if args.png and base_med else None
+    if plt:
         faults = [f for f in sorted(by, key=lambda f: -1 if f == "none" else float(f))]
         vals = [med([r["rollouts_detail"][1]["replicate_s"] for r in by[f]
                      if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]) or 0 for f in faults]
@@ -192,6 +188,17 @@ def failure(args):
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(args.png, dpi=120)
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        print("fanout_report: matplotlib not found (apt-get install python3-matplotlib): no plot", file=sys.stderr)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def main():

@@ -135,6 +135,9 @@ for n in $NS; do
 done
 log "all runs done in $(($(date +%s) - start)) s; results in $OUT"
 if ((REPORT)); then
-  python3 "$HERE/fanout_report.py" fanout --in "$OUT" --rate "$RATE" \
+  # matplotlib: Debian's python3-matplotlib is for /usr/bin/python3 (another python3 may come first)
+  PY=python3
+  python3 -c 'import matplotlib' 2>/dev/null || { [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3; }
+  "$PY" "$HERE/fanout_report.py" fanout --in "$OUT" --rate "$RATE" \
     --doc "$ROOT/docs/pipeline.md" --png "$ROOT/docs/figures/fanout.png"
 fi

@@ -22,6 +22,8 @@
  * Times are CLOCK_MONOTONIC, which every namespace of the machine shares (no time
  * namespaces are used), so the trainer subtracts t0 from the rollouts' clock readings.
  * --die-at F: the rollout SIGKILLs itself once it holds F x the shard (failure benchmark).
+ * --watch: rollouts poll their own bytes_held (every 0.5 ms) and report when their first
+ * bytes arrived (first_bytes_s): where a chain's per-hop delay comes from.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +60,7 @@ struct options {
   int control_port;
   const char *label;
   int stagger;
+  int watch;
   const char *trainer_addr; /* rollout: IP:PORT of the trainer's control socket */
   int index;
   double die_at;
@@ -68,7 +72,7 @@ struct options {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: thub_fanout --role trainer --listen IP [--rollouts N] [--bytes S[K|M|G]] [--tensors T]\n"
-          "                   [--registry-port P] [--control-port Q] [--label L] [--stagger]\n"
+          "                   [--registry-port P] [--control-port Q] [--label L] [--stagger] [--watch]\n"
           "                   [--info KEY=VALUE]...\n"
           "       thub_fanout --role rollout --trainer IP:Q --index I [--die-at F] [--check-all]\n"
           "                   [--info KEY=VALUE]...\n"
@@ -112,13 +116,14 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static void parse_options(int argc, char **argv, struct options *o) {
-  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_TRAINER, O_INDEX, O_DIE, O_CHECK, O_INFO };
+  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_WATCH, O_TRAINER, O_INDEX, O_DIE, O_CHECK, O_INFO };
   static const struct option longopts[] = {
       {"role", required_argument, 0, O_ROLE},        {"bytes", required_argument, 0, 'b'},
       {"tensors", required_argument, 0, 't'},        {"rollouts", required_argument, 0, 'n'},
       {"listen", required_argument, 0, O_LISTEN},    {"registry-port", required_argument, 0, O_RPORT},
       {"control-port", required_argument, 0, O_CPORT}, {"label", required_argument, 0, O_LABEL},
-      {"stagger", no_argument, 0, O_STAGGER},        {"trainer", required_argument, 0, O_TRAINER},
+      {"stagger", no_argument, 0, O_STAGGER},        {"watch", no_argument, 0, O_WATCH},
+             {"trainer", required_argument, 0, O_TRAINER},
       {"index", required_argument, 0, O_INDEX},      {"die-at", required_argument, 0, O_DIE},
       {"check-all", no_argument, 0, O_CHECK},        {"info", required_argument, 0, O_INFO},
       {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0}};
@@ -147,6 +152,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
       case O_CPORT: bad = parse_int(optarg, 1, 65535, &o->control_port); break;
       case O_LABEL: o->label = optarg; break;
       case O_STAGGER: o->stagger = 1; break;
+      case O_WATCH: o->watch = 1; break;
       case O_TRAINER: o->trainer_addr = optarg; break;
       case O_INDEX: bad = parse_int(optarg, 0, MAX_ROLLOUTS - 1, &o->index); break;
       case O_DIE:
@@ -390,6 +396,14 @@ static int tcp_connect(const char *addr) {
 
 /* ---- rollout ----------------------------------------------------------------------------- */
 
+/* CPU seconds (user + system, all threads: the UCX progress thread included) of this process. */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+         1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 static int64_t stat_of(THUB_Model m, const char *key) {
   int64_t v = -1;
   if (THUB_Model_stat(m, key, &v) != THUB_SUCCESS) v = -1;
@@ -413,7 +427,7 @@ static int rollout_main(const struct options *o) {
   send_line(&c, "READY %d %d", (int)getpid(), o->index);
   if (!read_line(&c, line, sizeof line) || strcmp(line, "GO") != 0) die("rollout %d: expected GO, got '%s'", o->index, line);
 
-  double t_go = now_s();
+  double t_go = now_s(), cpu_go = cpu_s();
   int64_t got = -1;
   if (monitor || o->die_at > 0) {
     /* Watch our own progress counter while the transfer runs: tell the trainer when the
@@ -439,9 +453,9 @@ static int rollout_main(const struct options *o) {
   } else {
     check_thub(ctx, "THUB_Replicate", THUB_Replicate(m, THUB_LATEST, &got));
   }
-  double t_end = now_s();
+  double t_end = now_s(), cpu = cpu_s() - cpu_go;
   uint64_t bad = check_shard(&s, o->check_all);
-  send_line(&c, "DONE %.6f %.6f %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRIu64 " %s", t_go, t_end,
+  send_line(&c, "DONE %.6f %.6f %.6f %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRIu64 " %s", t_go, t_end, cpu,
             got, stat_of(m, "partial_sources"), stat_of(m, "source_failures"), stat_of(m, "counter_reads"),
             stat_of(m, "gets"), bad, o->check_all ? "all" : "sample");
 
@@ -460,7 +474,7 @@ static int rollout_main(const struct options *o) {
 struct result {
   int alive;
   int pid;
-  double t_go, t_started, t_end;
+  double t_go, t_started, t_end, cpu;
   int64_t got, partial, failures, counter_reads, gets;
   uint64_t bad;
   char check[16];
@@ -499,7 +513,7 @@ static int trainer_main(const struct options *o) {
     if (fd < 0) die("accept: %s", strerror(errno));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     cs[i] = (struct conn){.fd = fd};
-    send_line(&cs[i], "HELLO %s %" PRIu64 " %d %d", registry, o->bytes, o->tensors, o->stagger);
+    send_line(&cs[i], "HELLO %s %" PRIu64 " %d %d", registry, o->bytes, o->tensors, o->stagger || o->watch);
   }
   close(lfd);
   /* Order the connections by the rollouts' --index (--stagger starts them in that order). */
@@ -540,9 +554,9 @@ static int trainer_main(const struct options *o) {
       fprintf(stderr, "thub_fanout: connection %d (pid %d) ended before DONE\n", i, r->pid);
     } else if (strncmp(line, "STARTED ", 8) == 0) {
       r->t_started = strtod(line + 8, NULL);
-    } else if (sscanf(line, "DONE %lf %lf %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %15s",
-                      &r->t_go, &r->t_end, &r->got, &r->partial, &r->failures, &r->counter_reads, &r->gets, &r->bad,
-                      r->check) == 9) {
+    } else if (sscanf(line, "DONE %lf %lf %lf %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %15s",
+                      &r->t_go, &r->t_end, &r->cpu, &r->got, &r->partial, &r->failures, &r->counter_reads, &r->gets, &r->bad,
+                      r->check) == 10) {
       want[i] = 0;
       pending--;
     } else {
@@ -604,9 +618,10 @@ static int trainer_main(const struct options *o) {
     printf("%s{\"index\":%d,\"alive\":%s", first ? "" : ",", k, r->alive ? "true" : "false");
     if (r->alive)
       printf(",\"start_s\":%.6f,\"first_bytes_s\":%.6f,\"done_s\":%.6f,\"replicate_s\":%.6f,\"partial_sources\":%" PRId64
-             ",\"source_failures\":%" PRId64 ",\"counter_reads\":%" PRId64 ",\"gets\":%" PRId64 ",\"check\":\"%s\"",
+             ",\"source_failures\":%" PRId64 ",\"counter_reads\":%" PRId64 ",\"gets\":%" PRId64 ",\"check\":\"%s\""
+             ",\"cpu_s\":%.3f",
              r->t_go - t0, r->t_started > 0 ? r->t_started - t0 : -1.0, r->t_end - t0, r->t_end - r->t_go, r->partial,
-             r->failures, r->counter_reads, r->gets, r->bad ? "bad" : r->check);
+             r->failures, r->counter_reads, r->gets, r->bad ? "bad" : r->check, r->cpu);
     else
       printf(",\"first_bytes_s\":%.6f,\"gone_s\":%.6f", r->t_started > 0 ? r->t_started - t0 : -1.0, r->t_end - t0);
     printf("}");

@@ -152,7 +152,7 @@ def failure(args):
                f"a fraction of the {size / 2**20:.0f} MiB shard; stall_timeout_ms = {detect}; "
                f"bound = 1.2 x (no-fault + detection timeout).\n")
     out.append("| R1 killed at | runs | R2 replicate (s) | vs no-fault | bound (s) | R2 / bound | "
-               "R1 gone at (s) | R2 source_failures | R2 partial_sources | R2 bytes |")
+               "R1 gone at (s) | R2 source_failures | R2 partial_sources | R2 content |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for fault in sorted(by, key=lambda f: -1 if f == "none" else float(f)):
         rs = [r for r in by[fault] if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]
@@ -160,7 +160,9 @@ def failure(args):
         gone = [r["rollouts_detail"][0]["gone_s"] for r in rs if not r["rollouts_detail"][0]["alive"]]
         fails = [r["rollouts_detail"][1]["source_failures"] for r in rs]
         parts = [r["rollouts_detail"][1]["partial_sources"] for r in rs]
-        checks = sorted({r["rollouts_detail"][1]["check"] for r in rs}) or ["–"]
+        checks = sorted({"every byte ok" if r["rollouts_detail"][1]["check"] == "all" else
+                         "sample ok" if r["rollouts_detail"][1]["check"] == "sample" else "BAD"
+                         for r in rs}) or ["–"]
         errs = len(by[fault]) - len(rs)
         m = med(r2)
         bound = 1.2 * (base_med + (detect or 0) / 1e3) if base_med else None

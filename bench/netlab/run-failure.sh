@@ -51,7 +51,7 @@ if [[ ${1:-} == --inner ]]; then
     local r2=$!
     wait "$trainer" || rc=$?
     wait "$r2" || rc=$((rc ? rc : $?))
-    wait "$r1" || true   # 137 when it killed itself
+    { wait "$r1"; } 2>/dev/null || true   # 137 when it killed itself (no "Killed" line)
     json=$(grep '^{"bench":"thub_fanout"' "$logdir/trainer.out" | tail -1 || true)
     grep -E '^rollout 1 ' "$logdir/trainer.out" | sed "s/^/  [fault $fault rep $rep] /" >&2 || true
     if [[ $rc -ne 0 || -z $json ]]; then

@@ -26,7 +26,7 @@ MPIRUN_NETLAB=$ROOT/tools/netlab/mpirun-in-netlab.sh
 
 RATE=1gbit BYTES=256M NS="1 2 4 8" REPS=3 REPS_LARGE=3 LARGE_FROM=8 MPI_ITERS=3
 BUILD=$ROOT/build OUT=$ROOT/docs/figures/fanout.jsonl REPORT=1 METHODS="pipeline nopipe p2p"
-TUNED="max_inflight=2" MPI=1
+TUNED="max_inflight=2" MPI=1 LAB_OPTS=() WATCH=0
 RUN_TIMEOUT=150   # seconds, one TensorHub run (all processes)
 
 die() { echo "run-fanout: $*" >&2; exit 2; }
@@ -34,9 +34,10 @@ log() { echo "run-fanout: $*" >&2; }
 
 # ---- inner part: inside a live lab of N+1 hosts, root namespace ---------------------------
 if [[ ${1:-} == --inner ]]; then
-  N=$2 BYTES=$3 REPS=$4 MPI_ITERS=$5 BUILD=$6 OUT=$7 METHODS=$8 TUNED=$9 MPI=${10}
+  N=$2 BYTES=$3 REPS=$4 MPI_ITERS=$5 BUILD=$6 OUT=$7 METHODS=$8 TUNED=$9 MPI=${10} WATCH=${11}
   FANOUT=$BUILD/bench/netlab/thub_fanout
   port=$((29500 + 10 * N))
+  cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
   # thub_run METHOD REP INFO...: one fan-out; appends the trainer's JSON line (or an error).
   thub_run() {
     local method=$1 rep=$2; shift 2
@@ -44,9 +45,11 @@ if [[ ${1:-} == --inner ]]; then
     for kv in "$@"; do info+=(--info "$kv"); done
     logdir=$(mktemp -d)
     port=$((port + 2))
+    local ticks0 ticks1 load
+    ticks0=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
     "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role trainer --listen "$NETLAB_IP_0" \
       --rollouts "$N" --bytes "$BYTES" --label "$method" --registry-port "$port" \
-      --control-port $((port + 1)) "${info[@]}" >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+      --control-port $((port + 1)) "${info[@]}" $( ((WATCH)) && echo --watch) >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
     local trainer=$!
     for ((i = 1; i <= N; i++)); do
       "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role rollout \
@@ -56,6 +59,11 @@ if [[ ${1:-} == --inner ]]; then
     done
     wait "$trainer" || rc=$?
     for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
+    ticks1=$(cpu_ticks)
+    # Busy share of all the machine's CPUs during the run (everyone's processes, softirq too).
+    local busy
+    busy=$(awk -v a="$ticks0" -v b="$ticks1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+             d = y[2] - x[2]; if (d > 0) printf "%.3f", (y[1] - x[1]) / d; else printf "0" }')
     json=$(grep '^{"bench":"thub_fanout"' "$logdir/trainer.out" | tail -1 || true)
     grep -v '^{' "$logdir/trainer.out" | tail -1 | sed "s/^/  [$method N=$N rep $rep] /" >&2 || true
     if [[ $rc -ne 0 || -z $json ]]; then
@@ -64,7 +72,7 @@ if [[ ${1:-} == --inner ]]; then
       printf '{"bench":"thub_fanout","method":"%s","rollouts":%d,"rep":%d,"error":"exit %d"}\n' \
         "$method" "$N" "$rep" "$rc" >>"$OUT"
     else
-      echo "${json/#\{/\{\"rep\":$rep,}" >>"$OUT"
+      echo "${json/#\{/\{\"rep\":$rep,\"machine_busy\":$busy,\"loadavg_1m\":$load,}" >>"$OUT"
     fi
     rm -rf "$logdir"
   }
@@ -106,6 +114,8 @@ while [[ $# -gt 0 ]]; do
     --mpi-iters)  MPI_ITERS=${2:?}; shift 2 ;;
     --methods)    METHODS=${2:?}; shift 2 ;;
     --tuned)      TUNED=${2:?}; shift 2 ;;
+    --watch)      WATCH=1; shift ;;
+    --latency)    LAB_OPTS+=(--latency "${2:?}"); shift 2 ;;
     --no-mpi)     MPI=0; shift ;;
     --build)      BUILD=$(readlink -f "${2:?}"); shift 2 ;;
     --out)        OUT=$(readlink -m "${2:?}"); shift 2 ;;
@@ -130,8 +140,8 @@ for n in $NS; do
   reps=$REPS
   ((n >= LARGE_FROM)) && reps=$REPS_LARGE
   log "N=$n: $reps repetitions of '$METHODS' + MPI_Bcast x $MPI_ITERS, $BYTES at $RATE ($(($(date +%s) - start)) s so far)"
-  "$NETLAB" run --hosts $((n + 1)) --rate "$RATE" --timeout 1500 -- \
-    "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI"
+  "$NETLAB" run --hosts $((n + 1)) --rate "$RATE" "${LAB_OPTS[@]}" --timeout 1500 -- \
+    "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI" "$WATCH"
 done
 log "all runs done in $(($(date +%s) - start)) s; results in $OUT"
 if ((REPORT)); then

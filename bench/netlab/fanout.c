@@ -22,6 +22,8 @@
  * Times are CLOCK_MONOTONIC, which every namespace of the machine shares (no time
  * namespaces are used), so the trainer subtracts t0 from the rollouts' clock readings.
  * --die-at F: the rollout SIGKILLs itself once it holds F x the shard (failure benchmark).
+ * --freeze-at F: the rollout says FROZEN and SIGSTOPs itself at F x the shard: a silent
+ * failure (no connection is closed); the trainer SIGKILLs it once the others are done.
  * --watch: rollouts poll their own bytes_held (every 0.5 ms) and report when their first
  * bytes arrived (first_bytes_s): where a chain's per-hop delay comes from.
  */
@@ -64,6 +66,7 @@ struct options {
   const char *trainer_addr; /* rollout: IP:PORT of the trainer's control socket */
   int index;
   double die_at;
+  double freeze_at;
   int check_all;
   int ninfo;
   char *info_kv[MAX_INFO];
@@ -74,7 +77,7 @@ static void usage(FILE *f) {
           "usage: thub_fanout --role trainer --listen IP [--rollouts N] [--bytes S[K|M|G]] [--tensors T]\n"
           "                   [--registry-port P] [--control-port Q] [--label L] [--stagger] [--watch]\n"
           "                   [--info KEY=VALUE]...\n"
-          "       thub_fanout --role rollout --trainer IP:Q --index I [--die-at F] [--check-all]\n"
+          "       thub_fanout --role rollout --trainer IP:Q --index I [--die-at F | --freeze-at F] [--check-all]\n"
           "                   [--info KEY=VALUE]...\n"
           "  defaults: --rollouts 1, --bytes 256M, --tensors 4, --registry-port 29500,\n"
           "  --control-port 29501, --label tensorhub. --info sets a THUB_Init key (repeatable).\n");
@@ -116,7 +119,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static void parse_options(int argc, char **argv, struct options *o) {
-  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_WATCH, O_TRAINER, O_INDEX, O_DIE, O_CHECK, O_INFO };
+  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_WATCH, O_TRAINER, O_INDEX, O_DIE, O_FREEZE, O_CHECK, O_INFO };
   static const struct option longopts[] = {
       {"role", required_argument, 0, O_ROLE},        {"bytes", required_argument, 0, 'b'},
       {"tensors", required_argument, 0, 't'},        {"rollouts", required_argument, 0, 'n'},
@@ -125,7 +128,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
       {"stagger", no_argument, 0, O_STAGGER},        {"watch", no_argument, 0, O_WATCH},
              {"trainer", required_argument, 0, O_TRAINER},
       {"index", required_argument, 0, O_INDEX},      {"die-at", required_argument, 0, O_DIE},
-      {"check-all", no_argument, 0, O_CHECK},        {"info", required_argument, 0, O_INFO},
+      {"freeze-at", required_argument, 0, O_FREEZE}, {"check-all", no_argument, 0, O_CHECK},        {"info", required_argument, 0, O_INFO},
       {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0}};
   int c, bad = 0, role_set = 0;
   char *end;
@@ -158,6 +161,10 @@ static void parse_options(int argc, char **argv, struct options *o) {
       case O_DIE:
         o->die_at = strtod(optarg, &end);
         bad = *end != '\0' || o->die_at <= 0.0 || o->die_at >= 1.0;
+        break;
+      case O_FREEZE:
+        o->freeze_at = strtod(optarg, &end);
+        bad = *end != '\0' || o->freeze_at <= 0.0 || o->freeze_at >= 1.0;
         break;
       case O_CHECK: o->check_all = 1; break;
       case O_INFO:
@@ -429,12 +436,12 @@ static int rollout_main(const struct options *o) {
 
   double t_go = now_s(), cpu_go = cpu_s();
   int64_t got = -1;
-  if (monitor || o->die_at > 0) {
+  if (monitor || o->die_at > 0 || o->freeze_at > 0) {
     /* Watch our own progress counter while the transfer runs: tell the trainer when the
      * first bytes are here (--stagger) and die at the requested fraction (--die-at). */
     THUB_Request req = THUB_REQUEST_NULL;
     int done = 0, started = 0;
-    uint64_t kill_at = (uint64_t)(o->die_at * (double)bytes);
+    uint64_t kill_at = (uint64_t)(o->die_at * (double)bytes), stop_at = (uint64_t)(o->freeze_at * (double)bytes);
     check_thub(ctx, "THUB_Ireplicate", THUB_Ireplicate(m, THUB_LATEST, &req));
     while (!done) {
       int64_t held = stat_of(m, "bytes_held");
@@ -445,6 +452,11 @@ static int rollout_main(const struct options *o) {
       if (kill_at > 0 && held >= (int64_t)kill_at) {
         fprintf(stderr, "thub_fanout: rollout %d: SIGKILL at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
         kill(getpid(), SIGKILL);
+      }
+      if (stop_at > 0 && held >= (int64_t)stop_at) {
+        fprintf(stderr, "thub_fanout: rollout %d: SIGSTOP at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
+        send_line(&c, "FROZEN %.6f", now_s());
+        kill(getpid(), SIGSTOP);
       }
       check_thub(ctx, "THUB_Test", THUB_Test(&req, &done, &got));
       if (!done) nanosleep(&(struct timespec){0, 500 * 1000}, NULL); /* sampling period of the counter */
@@ -473,6 +485,7 @@ static int rollout_main(const struct options *o) {
 
 struct result {
   int alive;
+  int frozen;
   int pid;
   double t_go, t_started, t_end, cpu;
   int64_t got, partial, failures, counter_reads, gets;
@@ -552,6 +565,13 @@ static int trainer_main(const struct options *o) {
       pending--;
       killed++;
       fprintf(stderr, "thub_fanout: connection %d (pid %d) ended before DONE\n", i, r->pid);
+    } else if (strncmp(line, "FROZEN ", 7) == 0) { /* stopped itself: counts as failed */
+      r->alive = 0;
+      r->frozen = 1;
+      r->t_end = strtod(line + 7, NULL);
+      want[i] = 0;
+      pending--;
+      killed++;
     } else if (strncmp(line, "STARTED ", 8) == 0) {
       r->t_started = strtod(line + 8, NULL);
     } else if (sscanf(line, "DONE %lf %lf %lf %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %15s",
@@ -566,6 +586,8 @@ static int trainer_main(const struct options *o) {
     if (o->stagger && next_go < n && i == next_go - 1 && (r->t_started > 0 || !want[i])) send_line(&cs[next_go++], "GO");
   }
 
+  for (int i = 0; i < n; i++)
+    if (res[i].frozen) kill(res[i].pid, SIGKILL); /* same pid namespace as the lab's hosts */
   double t_u = now_s();
   check_thub(ctx, "THUB_Unpublish", THUB_Unpublish(m));
   double t_unpub = now_s() - t_u;
@@ -623,7 +645,8 @@ static int trainer_main(const struct options *o) {
              r->t_go - t0, r->t_started > 0 ? r->t_started - t0 : -1.0, r->t_end - t0, r->t_end - r->t_go, r->partial,
              r->failures, r->counter_reads, r->gets, r->bad ? "bad" : r->check, r->cpu);
     else
-      printf(",\"first_bytes_s\":%.6f,\"gone_s\":%.6f", r->t_started > 0 ? r->t_started - t0 : -1.0, r->t_end - t0);
+      printf(",\"first_bytes_s\":%.6f,\"gone_s\":%.6f,\"frozen\":%s", r->t_started > 0 ? r->t_started - t0 : -1.0,
+             r->t_end - t0, r->frozen ? "true" : "false");
     printf("}");
     first = 0;
   }

@@ -136,8 +136,24 @@ def fanout(args):
         fig.savefig(args.png, dpi=120)
 
 
+def fault_order(f):
+    if f == "none":
+        return (0, 0.0)
+    if f.startswith("freeze"):
+        return (2, float(f[6:]))
+    return (1, float(f))
+
+
+def fault_label(f, short=False):
+    if f == "none":
+        return "no fault"
+    if f.startswith("freeze"):
+        return f"{'stop' if short else 'SIGSTOP at'} {float(f[6:]) * 100:.0f}%"
+    return f"{'kill' if short else 'SIGKILL at'} {float(f) * 100:.0f}%"
+
+
 def failure(args):
-    rows = [r for r in load(args.infile) if r.get("bench") == "thub_fanout"]
+    rows = [r for r in load(args.infile) if r.get("bench") in ("thub_fanout", "thub_fanout_failure")]
     by = {}
     for r in rows:
         by.setdefault(r.get("fault", "none"), []).append(r)
@@ -148,13 +164,13 @@ def failure(args):
     for r in rows:
         detect = r.get("stall_timeout_ms", detect)
     size = max((r.get("bytes", 0) for r in rows), default=0)
-    out.append(f"R2's THUB_Replicate time (s, median) when R1, its partial source, is SIGKILLed holding "
-               f"a fraction of the {size / 2**20:.0f} MiB shard; stall_timeout_ms = {detect}; "
+    out.append(f"R2's THUB_Replicate time (s, median) when R1, its partial source, is SIGKILLed (or "
+               f"SIGSTOPped: a silent failure) holding a fraction of the {size / 2**20:.0f} MiB shard; stall_timeout_ms = {detect}; "
                f"bound = 1.2 x (no-fault + detection timeout).\n")
-    out.append("| R1 killed at | runs | R2 replicate (s) | vs no-fault | bound (s) | R2 / bound | "
+    out.append("| fault of R1 | runs | R2 replicate (s) | vs no-fault | bound (s) | R2 / bound | "
                "R1 gone at (s) | R2 source_failures | R2 partial_sources | R2 content |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for fault in sorted(by, key=lambda f: -1 if f == "none" else float(f)):
+    for fault in sorted(by, key=fault_order):
         rs = [r for r in by[fault] if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]
         r2 = [r["rollouts_detail"][1]["replicate_s"] for r in rs]
         gone = [r["rollouts_detail"][0]["gone_s"] for r in rs if not r["rollouts_detail"][0]["alive"]]
@@ -166,8 +182,10 @@ def failure(args):
         errs = len(by[fault]) - len(rs)
         m = med(r2)
         bound = 1.2 * (base_med + (detect or 0) / 1e3) if base_med else None
-        label = "no fault" if fault == "none" else f"{float(fault) * 100:.0f} %"
-        out.append(f"| {label} | {len(r2)}{f' ({errs} failed)' if errs else ''} | {fmt(m, '.3f')} | "
+        label = fault_label(fault)
+        hung = sum(1 for r in by[fault] if r.get("error") == "exit 124")
+        why = f" ({errs} failed{f', {hung} of them timed out' if hung else ''})" if errs else ""
+        out.append(f"| {label} | {len(r2)}{why} | {fmt(m, '.3f')} | "
                    f"{fmt(m / base_med if m and base_med else None)} | {fmt(bound, '.3f')} | "
                    f"{fmt(m / bound if m and bound else None)} | {fmt(med(gone), '.3f')} | "
                    f"{fmt(med(fails), 'g')} | {fmt(med(parts), 'g')} | {', '.join(checks)} |")
@@ -177,16 +195,16 @@ def failure(args):
         put_section(args.doc, "failure-results", text)
     plt = pyplot() if args.png and base_med else None
     if plt:
-        faults = [f for f in sorted(by, key=lambda f: -1 if f == "none" else float(f))]
+        faults = sorted(by, key=fault_order)
         vals = [med([r["rollouts_detail"][1]["replicate_s"] for r in by[f]
                      if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]) or 0 for f in faults]
-        labels = ["no fault" if f == "none" else f"kill at {float(f) * 100:.0f}%" for f in faults]
+        labels = [fault_label(f, short=True) for f in faults]
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         ax.bar(labels, vals, color=["tab:green"] + ["tab:red"] * (len(vals) - 1))
         ax.axhline(base_med + (detect or 0) / 1e3, color="k", ls=":", label="no-fault + detection timeout")
         ax.axhline(1.2 * (base_med + (detect or 0) / 1e3), color="k", ls="--", label="target: 1.2 x that")
         ax.set_ylabel("R2 replicate time (s, median)")
-        ax.set_title("R2 reading a partial source R1 that is SIGKILLed")
+        ax.set_title("R2 reading a partial source R1 that fails")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(args.png, dpi=120)

@@ -200,7 +200,11 @@ def failure(args):
                      if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]) or 0 for f in faults]
         labels = [fault_label(f, short=True) for f in faults]
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        ax.bar(labels, vals, color=["tab:green"] + ["tab:red"] * (len(vals) - 1))
+        bars = ax.bar(labels, vals, color=["tab:green"] + ["tab:red"] * (len(vals) - 1))
+        for b, f in zip(bars, faults):  # how many runs finished, of how many
+            ok = sum(1 for r in by[f] if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive"))
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{ok}/{len(by[f])} runs",
+                    ha="center", va="bottom", fontsize=8)
         ax.axhline(base_med + (detect or 0) / 1e3, color="k", ls=":", label="no-fault + detection timeout")
         ax.axhline(1.2 * (base_med + (detect or 0) / 1e3), color="k", ls="--", label="target: 1.2 x that")
         ax.set_ylabel("R2 replicate time (s, median)")

@@ -6,12 +6,15 @@
 #   bench/netlab/run-fanout.sh [--rate 1gbit] [--bytes 256M] [--ns "1 2 4 8"] [--reps 3]
 #                              [--reps-large 3] [--large-from 8] [--mpi-iters 3]
 #                              [--build build] [--out docs/figures/fanout.jsonl] [--no-report]
+#                              [--methods "pipeline nopipe p2p tuned"] [--tuned "KEY=VALUE ..."]
+#                              [--no-mpi] [--watch] [--latency 50ms]
 #
 # For each N a lab of N+1 hosts (tools/netlab/netlab.sh run) is brought up once and every
 # method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast. Methods:
 #   pipeline  TensorHub, embedded registry defaults (pipeline=true, max_readers=1)
 #   nopipe    pipeline=false: only complete replicas are handed out as sources
 #   p2p       pipeline=false, max_readers=N: every rollout reads the trainer
+#   tuned     TensorHub with the info keys of --tuned (e.g. chunk_size=1M); not in the default set
 #   mpi_bcast thub_bcast_baseline under tools/netlab/mpirun-in-netlab.sh (--mpi-iters timed
 #             iterations, no warm-up, each one a sample)
 # Results: JSON lines in --out (one per run), then bench/netlab/fanout_report.py writes the
@@ -120,7 +123,7 @@ while [[ $# -gt 0 ]]; do
     --build)      BUILD=$(readlink -f "${2:?}"); shift 2 ;;
     --out)        OUT=$(readlink -m "${2:?}"); shift 2 ;;
     --no-report)  REPORT=0; shift ;;
-    -h|--help)    sed -n '2,20s/^# \{0,1\}//p' "$SELF" >&2; exit 2 ;;
+    -h|--help)    sed -n '2,24s/^# \{0,1\}//p' "$SELF" >&2; exit 2 ;;
     *)            die "unknown option '$1'" ;;
   esac
 done

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Tables and plots for bench/netlab/run-fanout.sh and run-failure.sh.
+
+  fanout_report.py fanout  --in fanout.jsonl  --rate 1gbit --doc docs/pipeline.md --png fanout.png
+  fanout_report.py failure --in failure.jsonl --doc docs/pipeline.md --png failure.png
+
+Medians over the repetitions of each configuration; the markdown goes into the document between
+<!-- BEGIN <name> --> and <!-- END <name> --> (appended when the markers are missing).
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+
+METHODS = [  # (key, label in tables and plots)
+    ("pipeline", "(a) TensorHub, pipeline"),
+    ("nopipe", "(b) TensorHub, pipeline=false"),
+    ("p2p", "(c) point-to-point (max_readers=N)"),
+    ("mpi_bcast", "(d) Open MPI MPI_Bcast"),
+]
+
+
+def rate_bps(text):
+    m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit|tbit)?", text.lower())
+    if not m:
+        sys.exit(f"bad rate {text!r}")
+    mult = {"bit": 1, None: 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}[m.group(2)]
+    return float(m.group(1)) * mult
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip().startswith("{")]
+
+
+def put_section(doc, name, text):
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    try:
+        with open(doc) as f:
+            body = f.read()
+    except FileNotFoundError:
+        body = ""
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in body and end in body:
+        body = body[: body.index(begin)] + block + body[body.index(end) + len(end):]
+    else:
+        body = body.rstrip() + ("\n\n" if body else "") + block + "\n"
+    with open(doc, "w") as f:
+        f.write(body)
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def fmt(x, spec=".2f", none="–"):
+    return none if x is None else format(x, spec)
+
+
+def fanout(args):
+    rows = load(args.infile)
+    bps = rate_bps(args.rate)
+    samples, stalls, tstalls, partial, nbytes, errors = {}, {}, {}, {}, {}, {}
+    for r in rows:
+        if r.get("bench") == "mpi_bcast":
+            key = ("mpi_bcast", r["ranks"] - 1)
+            vals = r.get("times_s", [])
+        else:
+            key = (r["method"], r["rollouts"])
+            vals = [r["completion_s"]] if "completion_s" in r else []
+            if vals:
+                stalls.setdefault(key, []).append(r["rollout_stall_s"])
+                tstalls.setdefault(key, []).append(r["trainer_stall_s"])
+                partial.setdefault(key, []).append(r["partial_rollouts"])
+        if "error" in r or r.get("check", "ok") not in ("ok",):
+            errors[key] = errors.get(key, 0) + 1
+        if "bytes" in r:
+            nbytes[key[1]] = r["bytes"]
+        samples.setdefault(key, []).extend(vals)
+    ns = sorted({k[1] for k in samples})
+    size = max(nbytes.values()) if nbytes else 0
+    ideal = size * 8 / bps
+
+    out = []
+    out.append(f"Completion time of the fan-out (last rollout done), median seconds; "
+               f"S = {size / 2**20:.0f} MiB, links {args.rate}, ideal S/R = {ideal:.3f} s. "
+               f"n = samples (runs; MPI: timed iterations).\n")
+    out.append("| N | ideal | " + " | ".join(lbl for _, lbl in METHODS) + " | (a)/ideal | (a)/(d) |")
+    out.append("|---:|---:|" + "---:|" * len(METHODS) + "---:|---:|")
+    for n in ns:
+        cells = []
+        for key, _ in METHODS:
+            v = samples.get((key, n), [])
+            e = errors.get((key, n), 0)
+            cell = f"{fmt(med(v))} (n={len(v)})" if v else "–"
+            if e:
+                cell += f" [{e} failed]"
+            cells.append(cell)
+        a, d = med(samples.get(("pipeline", n), [])), med(samples.get(("mpi_bcast", n), []))
+        out.append(f"| {n} | {ideal:.2f} | " + " | ".join(cells) +
+                   f" | {fmt(a / ideal if a else None)} | {fmt(a / d if a and d else None)} |")
+    out.append("")
+    out.append("Stalls, medians: total rollout stall = sum over rollouts of their THUB_Replicate time; "
+               "trainer stall = THUB_Publish + the final THUB_Unpublish; partial = rollouts whose "
+               "source was a partial replica.\n")
+    out.append("| N | method | total rollout stall (s) | trainer stall (ms) | partial |")
+    out.append("|---:|---|---:|---:|---:|")
+    for n in ns:
+        for key, lbl in METHODS[:3]:
+            if (key, n) in stalls:
+                out.append(f"| {n} | {lbl} | {fmt(med(stalls[(key, n)]))} | "
+                           f"{fmt(med(tstalls[(key, n)]) * 1e3, '.1f')} | {fmt(med(partial[(key, n)]), 'g')} |")
+    text = "\n".join(out)
+    print(text)
+    if args.doc:
+        put_section(args.doc, "fanout-results", text)
+    plt = pyplot() if args.png else None
+    if plt:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for (key, lbl), mk in zip(METHODS, "osd^"):
+            pts = [(n, med(samples[(key, n)])) for n in ns if samples.get((key, n))]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=mk, label=lbl)
+        ax.plot(ns, [ideal] * len(ns), "k--", label=f"(e) ideal S/R = {ideal:.2f} s")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xlabel("rollouts N (one host each)")
+        ax.set_ylabel("completion time of the fan-out (s, median)")
+        ax.set_title(f"Fan-out of {size / 2**20:.0f} MiB over {args.rate} links (netlab)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
+
+
+def fault_order(f):
+    if f == "none":
+        return (0, 0.0)
+    if f.startswith("freeze"):
+        return (2, float(f[6:]))
+    return (1, float(f))
+
+
+def fault_label(f, short=False):
+    if f == "none":
+        return "no fault"
+    if f.startswith("freeze"):
+        return f"{'stop' if short else 'SIGSTOP at'} {float(f[6:]) * 100:.0f}%"
+    return f"{'kill' if short else 'SIGKILL at'} {float(f) * 100:.0f}%"
+
+
+def failure(args):
+    rows = [r for r in load(args.infile) if r.get("bench") in ("thub_fanout", "thub_fanout_failure")]
+    by = {}
+    for r in rows:
+        by.setdefault(r.get("fault", "none"), []).append(r)
+    base = [r["rollouts_detail"][1]["replicate_s"] for r in by.get("none", []) if "rollouts_detail" in r]
+    base_med = med(base)
+    detect = None
+    out = []
+    for r in rows:
+        detect = r.get("stall_timeout_ms", detect)
+    size = max((r.get("bytes", 0) for r in rows), default=0)
+    out.append(f"R2's THUB_Replicate time (s, median) when R1, its partial source, is SIGKILLed (or "
+               f"SIGSTOPped: a silent failure) holding a fraction of the {size / 2**20:.0f} MiB shard; stall_timeout_ms = {detect}; "
+               f"bound = 1.2 x (no-fault + detection timeout).\n")
+    out.append("| fault of R1 | runs | R2 replicate (s) | vs no-fault | bound (s) | R2 / bound | "
+               "R1 gone at (s) | R2 source_failures | R2 partial_sources | R2 content |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for fault in sorted(by, key=fault_order):
+        rs = [r for r in by[fault] if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]
+        r2 = [r["rollouts_detail"][1]["replicate_s"] for r in rs]
+        gone = [r["rollouts_detail"][0]["gone_s"] for r in rs if not r["rollouts_detail"][0]["alive"]]
+        fails = [r["rollouts_detail"][1]["source_failures"] for r in rs]
+        parts = [r["rollouts_detail"][1]["partial_sources"] for r in rs]
+        checks = sorted({"every byte ok" if r["rollouts_detail"][1]["check"] == "all" else
+                         "sample ok" if r["rollouts_detail"][1]["check"] == "sample" else "BAD"
+                         for r in rs}) or ["–"]
+        errs = len(by[fault]) - len(rs)
+        m = med(r2)
+        bound = 1.2 * (base_med + (detect or 0) / 1e3) if base_med else None
+        label = fault_label(fault)
+        hung = sum(1 for r in by[fault] if r.get("error") == "exit 124")
+        why = f" ({errs} failed{f', {hung} of them timed out' if hung else ''})" if errs else ""
+        out.append(f"| {label} | {len(r2)}{why} | {fmt(m, '.3f')} | "
+                   f"{fmt(m / base_med if m and base_med else None)} | {fmt(bound, '.3f')} | "
+                   f"{fmt(m / bound if m and bound else None)} | {fmt(med(gone), '.3f')} | "
+                   f"{fmt(med(fails), 'g')} | {fmt(med(parts), 'g')} | {', '.join(checks)} |")
+    text = "\n".join(out)
+    print(text)
+    if args.doc:
+        put_section(args.doc, "failure-results", text)
+    plt = pyplot() if args.png and base_med else None
+    if plt:
+        faults = sorted(by, key=fault_order)
+        vals = [med([r["rollouts_detail"][1]["replicate_s"] for r in by[f]
+                     if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive")]) or 0 for f in faults]
+        labels = [fault_label(f, short=True) for f in faults]
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        bars = ax.bar(labels, vals, color=["tab:green"] + ["tab:red"] * (len(vals) - 1))
+        for b, f in zip(bars, faults):  # how many runs finished, of how many
+            ok = sum(1 for r in by[f] if "rollouts_detail" in r and r["rollouts_detail"][1].get("alive"))
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{ok}/{len(by[f])} runs",
+                    ha="center", va="bottom", fontsize=8)
+        ax.axhline(base_med + (detect or 0) / 1e3, color="k", ls=":", label="no-fault + detection timeout")
+        ax.axhline(1.2 * (base_med + (detect or 0) / 1e3), color="k", ls="--", label="target: 1.2 x that")
+        ax.set_ylabel("R2 replicate time (s, median)")
+        ax.set_title("R2 reading a partial source R1 that fails")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        print("fanout_report: matplotlib not found (apt-get install python3-matplotlib): no plot", file=sys.stderr)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=["fanout", "failure"])
+    p.add_argument("--in", dest="infile", required=True)
+    p.add_argument("--rate", default="1gbit")
+    p.add_argument("--doc")
+    p.add_argument("--png")
+    args = p.parse_args()
+    fanout(args) if args.kind == "fanout" else failure(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# run-fanout.sh -- fan-out of one shard from a trainer to N rollouts in the cluster in a box:
+# TensorHub with pipeline replication, without it, naive point-to-point, Open MPI MPI_Bcast,
+# against the ideal S/R. One command; needs root (exit 77 otherwise).
+#
+#   bench/netlab/run-fanout.sh [--rate 1gbit] [--bytes 256M] [--ns "1 2 4 8"] [--reps 3]
+#                              [--reps-large 3] [--large-from 8] [--mpi-iters 3]
+#                              [--build build] [--out docs/figures/fanout.jsonl] [--no-report]
+#                              [--methods "pipeline nopipe p2p tuned"] [--tuned "KEY=VALUE ..."]
+#                              [--no-mpi] [--watch] [--latency 50ms]
+#
+# For each N a lab of N+1 hosts (tools/netlab/netlab.sh run) is brought up once and every
+# method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast. Methods:
+#   pipeline  TensorHub, embedded registry defaults (pipeline=true, max_readers=1)
+#   nopipe    pipeline=false: only complete replicas are handed out as sources
+#   p2p       pipeline=false, max_readers=N: every rollout reads the trainer
+#   tuned     TensorHub with the info keys of --tuned (e.g. chunk_size=1M); not in the default set
+#   mpi_bcast thub_bcast_baseline under tools/netlab/mpirun-in-netlab.sh (--mpi-iters timed
+#             iterations, no warm-up, each one a sample)
+# Results: JSON lines in --out (one per run), then bench/netlab/fanout_report.py writes the
+# table into docs/pipeline.md and the plot docs/figures/fanout.png.
+set -euo pipefail
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+HERE=$(dirname "$SELF")
+ROOT=$(readlink -f "$HERE/../..")
+NETLAB=$ROOT/tools/netlab/netlab.sh
+MPIRUN_NETLAB=$ROOT/tools/netlab/mpirun-in-netlab.sh
+
+RATE=1gbit BYTES=256M NS="1 2 4 8" REPS=3 REPS_LARGE=3 LARGE_FROM=8 MPI_ITERS=3
+BUILD=$ROOT/build OUT=$ROOT/docs/figures/fanout.jsonl REPORT=1 METHODS="pipeline nopipe p2p"
+TUNED="max_inflight=2" MPI=1 LAB_OPTS=() WATCH=0
+RUN_TIMEOUT=150   # seconds, one TensorHub run (all processes)
+
+die() { echo "run-fanout: $*" >&2; exit 2; }
+log() { echo "run-fanout: $*" >&2; }
+
+# ---- inner part: inside a live lab of N+1 hosts, root namespace ---------------------------
+if [[ ${1:-} == --inner ]]; then
+  N=$2 BYTES=$3 REPS=$4 MPI_ITERS=$5 BUILD=$6 OUT=$7 METHODS=$8 TUNED=$9 MPI=${10} WATCH=${11}
+  FANOUT=$BUILD/bench/netlab/thub_fanout
+  port=$((29500 + 10 * N))
+  cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
+  # thub_run METHOD REP INFO...: one fan-out; appends the trainer's JSON line (or an error).
+  thub_run() {
+    local method=$1 rep=$2; shift 2
+    local info=() kv i rc=0 pids=() logdir json
+    for kv in "$@"; do info+=(--info "$kv"); done
+    logdir=$(mktemp -d)
+    port=$((port + 2))
+    local ticks0 ticks1 load
+    ticks0=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
+    "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role trainer --listen "$NETLAB_IP_0" \
+      --rollouts "$N" --bytes "$BYTES" --label "$method" --registry-port "$port" \
+      --control-port $((port + 1)) "${info[@]}" $( ((WATCH)) && echo --watch) >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+    local trainer=$!
+    for ((i = 1; i <= N; i++)); do
+      "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role rollout \
+        --trainer "$NETLAB_IP_0:$((port + 1))" --index $((i - 1)) "${info[@]}" \
+        >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
+      pids+=($!)
+    done
+    wait "$trainer" || rc=$?
+    for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
+    ticks1=$(cpu_ticks)
+    # Busy share of all the machine's CPUs during the run (everyone's processes, softirq too).
+    local busy
+    busy=$(awk -v a="$ticks0" -v b="$ticks1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+             d = y[2] - x[2]; if (d > 0) printf "%.3f", (y[1] - x[1]) / d; else printf "0" }')
+    json=$(grep '^{"bench":"thub_fanout"' "$logdir/trainer.out" | tail -1 || true)
+    grep -v '^{' "$logdir/trainer.out" | tail -1 | sed "s/^/  [$method N=$N rep $rep] /" >&2 || true
+    if [[ $rc -ne 0 || -z $json ]]; then
+      log "$method N=$N rep $rep failed (exit $rc):"
+      tail -n 3 "$logdir"/*.err >&2 || true
+      printf '{"bench":"thub_fanout","method":"%s","rollouts":%d,"rep":%d,"error":"exit %d"}\n' \
+        "$method" "$N" "$rep" "$rc" >>"$OUT"
+    else
+      echo "${json/#\{/\{\"rep\":$rep,\"machine_busy\":$busy,\"loadavg_1m\":$load,}" >>"$OUT"
+    fi
+    rm -rf "$logdir"
+  }
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for method in $METHODS; do
+      case $method in
+        pipeline) thub_run pipeline "$rep" ;;
+        nopipe)   thub_run nopipe "$rep" pipeline=false ;;
+        p2p)      thub_run p2p "$rep" pipeline=false "max_readers=$N" ;;
+        tuned)    read -ra kv <<<"$TUNED"; thub_run tuned "$rep" "${kv[@]}" ;;
+        *)        die "unknown method '$method'" ;;
+      esac
+    done
+  done
+  if ((MPI == 0)); then
+    :
+  elif [[ -x $BUILD/bench/netlab/thub_bcast_baseline ]]; then
+    mpiout=$("$MPIRUN_NETLAB" --np $((N + 1)) --timeout $((60 + 40 * MPI_ITERS * (N + 1))) -- \
+               "$BUILD/bench/netlab/thub_bcast_baseline" --bytes "$BYTES" --iters "$MPI_ITERS" --warmup 0 2>&1) ||
+      log "mpi_bcast N=$N failed: $(tail -n 3 <<<"$mpiout")"
+    grep -v '^{' <<<"$mpiout" | tail -1 | sed "s/^/  [mpi_bcast N=$N] /" >&2 || true
+    grep '^{"bench":"mpi_bcast"' <<<"$mpiout" >>"$OUT" ||
+      printf '{"bench":"mpi_bcast","ranks":%d,"error":"no result"}\n' $((N + 1)) >>"$OUT"
+  else
+    log "thub_bcast_baseline not built (no MPI): the mpi_bcast baseline is missing"
+  fi
+  exit 0
+fi
+
+# ---- outer part -----------------------------------------------------------------------------
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rate)       RATE=${2:?}; shift 2 ;;
+    --bytes)      BYTES=${2:?}; shift 2 ;;
+    --ns)         NS=${2:?}; shift 2 ;;
+    --reps)       REPS=${2:?}; shift 2 ;;
+    --reps-large) REPS_LARGE=${2:?}; shift 2 ;;
+    --large-from) LARGE_FROM=${2:?}; shift 2 ;;
+    --mpi-iters)  MPI_ITERS=${2:?}; shift 2 ;;
+    --methods)    METHODS=${2:?}; shift 2 ;;
+    --tuned)      TUNED=${2:?}; shift 2 ;;
+    --watch)      WATCH=1; shift ;;
+    --latency)    LAB_OPTS+=(--latency "${2:?}"); shift 2 ;;
+    --no-mpi)     MPI=0; shift ;;
+    --build)      BUILD=$(readlink -f "${2:?}"); shift 2 ;;
+    --out)        OUT=$(readlink -m "${2:?}"); shift 2 ;;
+    --no-report)  REPORT=0; shift ;;
+    -h|--help)    sed -n '2,24s/^# \{0,1\}//p' "$SELF" >&2; exit 2 ;;
+    *)            die "unknown option '$1'" ;;
+  esac
+done
+
+if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+  echo "run-fanout: SKIP: needs root and ip/tc (network namespaces, tc tbf)" >&2
+  exit 77
+fi
+[[ -x $BUILD/bench/netlab/thub_fanout ]] ||
+  die "$BUILD/bench/netlab/thub_fanout not built (cmake --build $BUILD -j2 --target thub_fanout thub_bcast_baseline)"
+
+mkdir -p "$(dirname "$OUT")"
+: >"$OUT"
+export NETLAB_QUIET=1
+start=$(date +%s)
+for n in $NS; do
+  reps=$REPS
+  ((n >= LARGE_FROM)) && reps=$REPS_LARGE
+  log "N=$n: $reps repetitions of '$METHODS' + MPI_Bcast x $MPI_ITERS, $BYTES at $RATE ($(($(date +%s) - start)) s so far)"
+  "$NETLAB" run --hosts $((n + 1)) --rate "$RATE" "${LAB_OPTS[@]}" --timeout 1500 -- \
+    "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI" "$WATCH"
+done
+log "all runs done in $(($(date +%s) - start)) s; results in $OUT"
+if ((REPORT)); then
+  # matplotlib: Debian's python3-matplotlib is for /usr/bin/python3 (another python3 may come first)
+  PY=python3
+  python3 -c 'import matplotlib' 2>/dev/null || { [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3; }
+  "$PY" "$HERE/fanout_report.py" fanout --in "$OUT" --rate "$RATE" \
+    --doc "$ROOT/docs/pipeline.md" --png "$ROOT/docs/figures/fanout.png"
+fi

@@ -220,11 +220,13 @@ void Worker::Impl::shutdown() {
   // Endpoints to abandoned (dead) peers are left to ucp_worker_destroy: a flush would wait
   // for them forever, and FORCE needs error handling on both sides.
   abandoned.clear();
+  // Endpoints without error handling are left to ucp_worker_destroy too: their peer may
+  // already be gone, and a flush towards it only ends in an "Endpoint timeout" error.
   for (auto& [addr, p] : peers) {
-    if (!p->ep) continue;
+    if (!p->ep || !p->error_handling) continue;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = p->error_handling ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
     void* r = ucp_ep_close_nbx(p->ep, &prm);
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     p->ep = nullptr;

@@ -40,6 +40,7 @@ struct options {
   int rollouts;
   int steps;
   const char *tls;
+  int tls_auto; /* tls chosen by the demo (more processes than cores) */
   int verify;
   /* rollout role only */
   int is_rollout;
@@ -57,7 +58,8 @@ static void usage(FILE *f) {
           "  --tensors   number of tensors, a few of them tiny (default 64)\n"
           "  --rollouts  rollout processes (default 3, at most %d)\n"
           "  --steps     published versions (default 5)\n"
-          "  --tls       UCX transports, e.g. tcp (info key `tls`; default: UCX's choice)\n"
+          "  --tls       UCX transports, e.g. tcp (info key `tls`); `default`: UCX's choice. Without\n"
+          "              --tls or UCX_TLS, tcp when there are more processes than cores\n"
           "  --verify    hash every chunk in the library (info key `verify`) and check every byte\n"
           "              (default: a sample of bytes per tensor)\n",
           MAX_ROLLOUTS);
@@ -131,6 +133,15 @@ static void parse_options(int argc, char **argv, struct options *o) {
     fprintf(stderr, "tensorhub-demo: --bytes must be at least --tensors\n");
     exit(2);
   }
+  /* UCX 1.13 serves shared-memory gets through the source's worker (active messages), and
+   * concurrent transfers between more busy processes than cores collapse (0.08 GB/s per
+   * rollout measured on 2 cores, docs/demo.md); TCP keeps the pipeline flowing there. So
+   * with more processes than cores and no choice made, the demo asks for TCP. */
+  if (!o->is_rollout && !o->tls && !getenv("UCX_TLS") && o->rollouts + 1 > sysconf(_SC_NPROCESSORS_ONLN)) {
+    o->tls = "tcp";
+    o->tls_auto = 1;
+  }
+  if (o->tls && strcmp(o->tls, "default") == 0) o->tls = NULL;
 }
 
 /* ---- the synthetic model -------------------------------------------------------------- */
@@ -575,6 +586,11 @@ static int trainer_main(const struct options *o) {
     read_report(i, REP_READY, &r);
   }
   human_bytes(o->bytes, hb, sizeof hb);
+  if (o->tls_auto) {
+    printf("tensorhub-demo: %d processes on %ld cores: using tls=tcp (shared-memory gets of UCX 1.13 stall when\n"
+           "                processes outnumber cores; --tls default keeps UCX's choice)\n",
+           o->rollouts + 1, sysconf(_SC_NPROCESSORS_ONLN));
+  }
   printf("tensorhub-demo: model %s, %" PRIu64 " bytes (%s) in %d tensors (%d tiny), %d rollouts, %d steps%s%s%s\n",
          MODEL_NAME, o->bytes, hb, l.n, l.ntiny,
          o->rollouts, o->steps, o->tls ? ", tls=" : "", o->tls ? o->tls : "", o->verify ? ", verify" : "");

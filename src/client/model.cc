@@ -46,6 +46,7 @@ Model::~Model() {
 }
 
 void Model::open_member() {
+  gen_ = ctx_.registry().wait_connected();
   sched::Open ev{0, 0, model_, replica_, shard_, num_shards_, retain_, spot_};
   sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "open", r.detail);
@@ -170,8 +171,10 @@ void Model::publish(int64_t version) {
 void Model::publish_locked(int64_t version) {
   // While staging runs the stager owns the counter; it ends at the total.
   if (!live_.staged) live_.counter->store(live_.plan.total_bytes(), std::memory_order_release);
-  sched::Publish ev{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())};
-  sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
+  sched::Reply r = ask([&] {
+    return sched::Event{
+        sched::Publish{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())}};
+  });
   if (r.status != sched::Status::kOk) {
     if (!live_.staged) live_.counter->store(0, std::memory_order_release);
     raise(static_cast<int>(r.status), "publish of version " + std::to_string(version), r.detail);
@@ -219,8 +222,10 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   // the registry hides our old holding and answers only once nobody reads it any more, so
   // the buffers may be overwritten then (the atomic update of sched/update.cc); if nothing
   // is newer, or the answer is an error, we still hold and serve the old version.
-  sched::Replicate ev{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)};
-  sched::Reply r = reg.call(ev, cfg.timeout_ms);
+  sched::Reply r = ask([&] {
+    return sched::Event{sched::Replicate{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)}};
+  });
+  gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
   if (r.status == sched::Status::kNotUpdated) {
     *not_updated = true;
     return held_;
@@ -352,7 +357,7 @@ void Model::unpublish() {
 void Model::unpublish_locked() {
   finish_staging();  // the user may overwrite the tensors once we return
   // The registry may order a retention offload before it answers (see offload()).
-  sched::Reply r = ctx_.registry().call(sched::Unpublish{0, 0, member_}, ctx_.config().timeout_ms);
+  sched::Reply r = ask([&] { return sched::Event{sched::Unpublish{0, 0, member_}}; });
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "unpublish", r.detail);
   published_ = false;
   held_ = -1;
@@ -392,6 +397,25 @@ void Model::discard(int64_t version) {
 
 void Model::reregister() {
   std::lock_guard<std::mutex> lk(op_mu_);
+  ensure_registered();
+}
+
+sched::Reply Model::ask(const std::function<sched::Event()>& make) {
+  auto& reg = ctx_.registry();
+  for (int attempt = 0;; ++attempt) {
+    ensure_registered();
+    uint64_t gen = gen_;
+    try {
+      sched::Reply r = reg.call(make(), ctx_.config().timeout_ms);
+      if (r.status == sched::Status::kOk || attempt > 0 || reg.generation() == gen) return r;
+    } catch (const Error& e) {
+      if (e.code() != Code::kRegistry || attempt > 0) throw;
+    }
+  }
+}
+
+void Model::ensure_registered() {
+  if (ctx_.registry().wait_connected() == gen_) return;
   {
     // A new registry knows nothing of our retention copies: free them.
     std::lock_guard<std::mutex> olk(offload_mu_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "src/client/holding.h"
 #include "src/client/transfer.h"
 #include "src/common/info.h"
+#include "sched/types.h"
 
 namespace thub::client {
 
@@ -61,6 +63,11 @@ class Model {
 
  private:
   void open_member();
+  // After a registry failover: open again and re-publish what we hold (op_mu_ held).
+  void ensure_registered();
+  // A request built from the current member id; if the registry was replaced meanwhile,
+  // re-register and ask the new one once more.
+  sched::Reply ask(const std::function<sched::Event()>& make);
   void freeze();  // register memory on first publish/replicate
   void publish_locked(int64_t version);
   void stage_async();     // copy mode: stage the stream on a thread, advancing the counter
@@ -76,6 +83,7 @@ class Model {
   bool spot_ = false;
   std::mutex op_mu_;  // one operation at a time (also against failover re-registration)
   std::atomic<uint64_t> member_{0};
+  uint64_t gen_ = 0;  // the registry connection's generation that member_ belongs to
   bool frozen_ = false;
   bool published_ = false;  // the registry counts us as a holder of held_
   std::atomic<int64_t> held_{-1};

@@ -296,4 +296,10 @@ bool Connection::connected() const {
 
 uint64_t Connection::generation() const { return impl_->generation; }
 
+uint64_t Connection::wait_connected() {
+  std::unique_lock<std::mutex> lk(impl_->mu);
+  impl_->cv.wait(lk, [&] { return impl_->state != State::kReconnecting || impl_->stop; });
+  return impl_->generation;
+}
+
 }  // namespace thub::registry

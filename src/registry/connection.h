@@ -53,6 +53,8 @@ class Connection {
   [[nodiscard]] bool connected() const;
   // Incremented by every successful reconnection.
   [[nodiscard]] uint64_t generation() const;
+  // Blocks while a reconnection is under way; returns the generation then.
+  uint64_t wait_connected();
 
   struct Impl;
 

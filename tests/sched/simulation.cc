@@ -395,9 +395,10 @@ class World {
 
   // Is this the first time the registry sees (client, req), unanswered? A retry of a
   // request whose answer is deferred changes nothing in the registry.
+  // A session the registry has removed (Disconnect, Drop) gets "unknown client" instead.
   bool first_delivery(ClientId c, RequestId req) const {
     int i = current(c);
-    if (i < 0) return false;
+    if (i < 0 || !actors_[i].registered) return false;
     for (const Shard& s : actors_[i].sh)
       if (auto it = s.out.find(req); it != s.out.end())
         return !it->second.decided && !it->second.delivered;

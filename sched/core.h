@@ -74,6 +74,8 @@ struct Replica {
   int num_shards = 1;
   std::map<int, MemberId> shards;       // open members
   std::optional<Transaction> txn;
+  std::set<int> refused;                // shards refused (buffers busy) while no transaction
+                                        // was open: the next one does not wait for them
 };
 
 struct Model {
@@ -181,6 +183,7 @@ class Core {
   void end_lease(LeaseId id);
   void cancel_own_lease(Member& m);
   void leave_transaction(const Member& m);
+  void start_transaction(Replica& r, Transaction t);
   void finish_shard(Replica& r, int shard);
   void mark_failed(MemberId source, bool from_offload, Version v);
   void wake();

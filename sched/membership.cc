@@ -112,6 +112,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   Model& md = models_.at(model);
   Replica& r = md.replicas.at(m.replica);
   r.shards.erase(m.shard);
+  r.refused.erase(m.shard);
   if (r.shards.empty()) md.replicas.erase(m.replica);
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);

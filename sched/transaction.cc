@@ -14,13 +14,19 @@ void Core::on(const Replicate& e) {
     return reply_err(e.client, e.req, Status::kLayout,
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
+  Replica& rep = models_.at(m->model).replicas.at(m->replica);
+  rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
   if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
       !m->unpublish_pending)
     return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
     // This shard cannot take part in its replica's open transaction (it would wait for it
-    // for ever, and the replica's next request would join the stale one): it leaves it.
-    leave_transaction(*m);
+    // for ever, and the replica's next request would join the stale one): it leaves it;
+    // if none is open yet, the one that another shard opens next must not wait for it.
+    if (rep.txn)
+      leave_transaction(*m);
+    else
+      rep.refused.insert(m->shard);
     // A holder asking for something newer than what it does not hold: nothing newer is
     // still worth knowing at once.
     Version v = -1;
@@ -167,7 +173,7 @@ bool Core::try_replicate(const Pending& p) {
       Transaction t;
       t.status = st;
       t.detail = detail;
-      r.txn = std::move(t);
+      start_transaction(r, std::move(t));
       finish_shard(r, m.shard);
     }
     fail_replicate(p, m, st, detail);
@@ -177,9 +183,9 @@ bool Core::try_replicate(const Pending& p) {
   Transaction t;
   t.version = v;
   t.source_replica = *src;
-  r.txn = std::move(t);
+  start_transaction(r, std::move(t));
   for (int s = 0; s < m.num_shards; ++s)
-    if (s != m.shard) reserve(*r.txn, s, sr.shards.at(s));
+    if (s != m.shard && !r.txn->joined.count(s)) reserve(*r.txn, s, sr.shards.at(s));
   SourcePick pick = *pick_in(members_.at(sr.shards.at(m.shard)), v, m.id);
   finish_shard(r, m.shard);
   grant(p, m, v, pick);
@@ -249,6 +255,12 @@ void Core::finish_shard(Replica& r, int shard) {
   r.txn->joined.insert(shard);
   unreserve(*r.txn, shard);
   if (static_cast<int>(r.txn->joined.size()) >= r.num_shards) r.txn.reset();
+}
+
+void Core::start_transaction(Replica& r, Transaction t) {
+  for (int s : r.refused) t.joined.insert(s);  // they got their answer for this round
+  r.refused.clear();
+  r.txn = std::move(t);
 }
 
 void Core::leave_transaction(const Member& m) {

@@ -35,7 +35,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
       t.status = st == Status::kOk && v <= e.newer_than ? Status::kNotUpdated : st;
       t.detail = detail;
       t.version = v;
-      r.txn = std::move(t);
+      start_transaction(r, std::move(t));
       finish_shard(r, m.shard);
     }
   }

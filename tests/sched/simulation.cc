@@ -210,6 +210,12 @@ class World {
       }
     }
     mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
+    // `retain` before the step: an ack decided at a drain's end (deadlines and orphans come
+    // first) must not be judged by a member that the same step's Open adds afterwards.
+    retain_before_.clear();
+    for_each_registered([&](const Actor& b) {
+      retain_before_[b.model] = std::max(retain_before_[b.model], b.retain);
+    });
     std::vector<Action> acts = reg_->step(ev, now_);
     ++res_.events;
     std::string inv = reg_->check_invariants();
@@ -395,9 +401,10 @@ class World {
 
   // Is this the first time the registry sees (client, req), unanswered? A retry of a
   // request whose answer is deferred changes nothing in the registry.
+  // A session the registry has removed (Disconnect, Drop) gets "unknown client" instead.
   bool first_delivery(ClientId c, RequestId req) const {
     int i = current(c);
-    if (i < 0) return false;
+    if (i < 0 || !actors_[i].registered) return false;
     for (const Shard& s : actors_[i].sh)
       if (auto it = s.out.find(req); it != s.out.end())
         return !it->second.decided && !it->second.delivered;
@@ -658,10 +665,13 @@ class World {
     // Retention: the last non-spot holder of a retained version never loses it by unpublish.
     Version v = sh.st == St::kHolding ? sh.v : -1;
     if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
+    // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
+    // decided with a value between before and after; only the smaller one is sure.
     int k = 0;
     for_each_registered([&](const Actor& b) {
       if (b.model == a.model) k = std::max(k, b.retain);
     });
+    k = std::min(k, retain_before_[a.model]);
     const auto& pub = published_[a.model];
     bool retained = false;
     int j = 0;
@@ -1105,6 +1115,7 @@ class World {
   };
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
+  std::map<std::string, int> retain_before_;  // per model, before the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;
 };

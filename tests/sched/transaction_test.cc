@@ -101,5 +101,27 @@ TEST(TransactionTest, ReservedSourceGoneGivesAnotherSource) {
   EXPECT_EQ(g1->source, expected);
 }
 
+// A shard refused (its buffers busy) before its replica's transaction existed already has
+// its answer for the round: the transaction another shard opens next must not wait for it,
+// or that shard's next request would join the stale transaction (an old version).
+TEST(TransactionTest, ShardRefusedBeforeTheTransactionIsNotWaitedFor) {
+  TwoShard s;
+  Harness& h = s.h;
+  for (MemberId m : {s.t0, s.t1}) ASSERT_EQ(h.publish(1, m, 1), Status::kOk);
+  ASSERT_EQ(h.publish(3, s.r0, 1), Status::kOk);  // r0's buffers are busy
+  auto refused = h.replicate_now(3, s.r0, -1);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, Status::kState);
+  auto g1 = h.replicate_now(3, s.r1, -1);  // opens the replica's transaction: v1
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+  h.done(3, s.r1, g1->lease);
+  ASSERT_EQ(h.reply_to(3, h.unpublish(3, s.r0))->status, Status::kOk);
+  for (MemberId m : {s.u0, s.u1}) ASSERT_EQ(h.publish(2, m, 2), Status::kOk);
+  auto g0 = h.replicate_now(3, s.r0, -1);  // a new round: the latest, v2
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->version, 2);
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "src/client/descriptor.h"
+#include "src/client/progress_counter.h"
 #include "src/client/tensor_copy.h"
 #include "src/common/host.h"
 #include "src/common/status.h"
@@ -92,7 +93,7 @@ std::string Holding::descriptor(const std::string& worker_address) const {
   return encode_descriptor(d);
 }
 
-std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w) const {
+std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t version) const {
   // One host buffer holding the whole stream, filled from the tensors (they still hold the
   // version: the copy is made while the unpublish waits), served like a copy-mode holder.
   auto h = std::make_unique<Holding>();
@@ -112,7 +113,7 @@ std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w) const {
   }
   h->map(w, plan.threshold(), true);
   std::memcpy(h->hashes.data(), hashes.data(), hashes.size() * sizeof(uint64_t));
-  h->counter->store(plan.total_bytes(), std::memory_order_release);
+  h->counter->store(counter_value(version, plan.total_bytes()), std::memory_order_release);
   return h;
 }
 

@@ -56,7 +56,7 @@ struct Holding {
   // "tensor 'x'" at a stream offset, for messages.
   [[nodiscard]] std::string where(uint64_t off) const;
   // A host-memory copy of this holding (data, checksums, a full counter), registered on `w`.
-  [[nodiscard]] std::unique_ptr<Holding> copy_to_host(transport::Worker& w) const;
+  [[nodiscard]] std::unique_ptr<Holding> copy_to_host(transport::Worker& w, int64_t version) const;
   ~Holding();
 
  private:

@@ -5,6 +5,7 @@
 
 #include "src/client/context.h"
 #include "src/client/descriptor.h"
+#include "src/client/progress_counter.h"
 #include "src/common/status.h"
 #include "src/registry/connection.h"
 #include "src/client/tensor_copy.h"
@@ -84,6 +85,10 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
 
 void Model::freeze() {
   if (frozen_) return;
+  if (live_.table.total_bytes() > kMaxShardBytes) {
+    throw Error(Code::kArg, "the shard's tensors add up to " + std::to_string(live_.table.total_bytes()) +
+                                " bytes; one shard holds at most 1 TiB (split the model into more shards)");
+  }
   if (live_.table.empty()) {
     throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
   }
@@ -105,10 +110,10 @@ void Model::freeze() {
   frozen_ = true;
 }
 
-void Model::stage_async() {
+void Model::stage_async(int64_t version) {
   // Runs while we are published: the user keeps the tensors unchanged until unpublish
   // returns, and unpublish (or the next transfer) joins this thread first.
-  stager_ = std::thread([this] {
+  stager_ = std::thread([this, version] {
     int64_t t0 = now_us();
     try {
       TensorCopier c;
@@ -117,7 +122,7 @@ void Model::stage_async() {
         uint64_t end = std::min(total, off + kStageSlice);
         live_.stage(off, end, c);
         c.finish();
-        live_.counter->store(end, std::memory_order_release);  // data first, then the counter
+        live_.counter->store(counter_value(version, end), std::memory_order_release);  // data, then the counter
       }
     } catch (const std::exception& e) {
       // Readers see the counter stop and fail over (stall watchdog); say why here.
@@ -145,7 +150,7 @@ void Model::publish(int64_t version) {
     live_.counter->store(0, std::memory_order_release);
     live_.hashes[0] = 0;
     live_.staged = true;
-    stage_async();
+    stage_async(version);
     publish_locked(version);
     return;
   }
@@ -170,7 +175,7 @@ void Model::publish(int64_t version) {
 
 void Model::publish_locked(int64_t version) {
   // While staging runs the stager owns the counter; it ends at the total.
-  if (!live_.staged) live_.counter->store(live_.plan.total_bytes(), std::memory_order_release);
+  if (!live_.staged) live_.counter->store(counter_value(version, live_.plan.total_bytes()), std::memory_order_release);
   sched::Reply r = ask([&] {
     return sched::Event{
         sched::Publish{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())}};
@@ -281,6 +286,7 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     ts.source_partial = follow_counter;
     ts.start = have;
     ts.counter = live_.counter.get();
+    ts.version = version;
     ts.hashes = live_.hashes.data();
     ts.verify = cfg.verify;
     ts.chunk_size = cfg.chunk_size;
@@ -370,7 +376,7 @@ void Model::offload(uint64_t member, int64_t version) {
   std::unique_ptr<Holding> copy;
   std::string desc;
   try {
-    copy = live_.copy_to_host(ctx_.worker());
+    copy = live_.copy_to_host(ctx_.worker(), version);
     desc = copy->descriptor(ctx_.worker().address());
   } catch (const Error& e) {
     ctx_.set_last_error(std::string("retention offload of version ") + std::to_string(version) + " failed: " + e.what());
@@ -433,7 +439,7 @@ void Model::ensure_registered() {
 bool Model::stat(const std::string& key, int64_t* value) const {
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
   if (key == "held_version") *value = held_;
-  else if (key == "bytes_held") *value = live_.counter ? u(live_.counter->load(std::memory_order_acquire)) : 0;
+  else if (key == "bytes_held") *value = live_.counter ? u(counter_bytes(live_.counter->load(std::memory_order_acquire))) : 0;
   else if (key == "total_bytes") *value = u(live_.table.total_bytes());
   else if (key == "replications") *value = u(stats_.replications);
   else if (key == "partial_sources") *value = u(stats_.partial_sources);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "src/client/progress_counter.h"
 #include "src/common/host.h"
 #include "src/transport/worker.h"
 
@@ -210,7 +211,7 @@ void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) 
   if (prefix_ != before && fail_code_ == Code::kSuccess) {
     if (s_.verify && !verify_upto(prefix_)) return pump();
     // Data first, then the counter: a reader that sees the counter finds the bytes there.
-    s_.counter->store(prefix_, std::memory_order_release);
+    s_.counter->store(counter_value(s_.version, prefix_), std::memory_order_release);
     if (s_.watch) s_.watch->advance(prefix_);
   }
   if (prefix_ == total_ && fail_code_ == Code::kSuccess) return finish();
@@ -253,7 +254,7 @@ void Job::on_counter(bool ok, const std::string& err) {
     fail(Code::kTransport, "reading the source's progress counter: " + err, true);
     return pump();
   }
-  uint64_t seen = std::min(remote_counter_, total_);
+  uint64_t seen = std::min(counter_bytes_of(remote_counter_, s_.version), total_);
   if (seen > ready_) {
     ready_ = seen;
     backoff_us_ = 20;

@@ -48,6 +48,7 @@ struct TransferSpec {
   bool source_partial = false;
   uint64_t start = 0;                       // resume point (bytes of the stream we hold)
   std::atomic<uint64_t>* counter = nullptr; // our progress counter, advanced as we go
+  int64_t version = 0;                      // the version granted (tags both counters)
   uint64_t* hashes = nullptr;               // our integrity region: flag + one hash per block
   bool verify = false;
   uint64_t chunk_size = 4u << 20;

@@ -85,3 +85,23 @@ TEST(DescriptorTest, RoundTripAndMalformedInput) {
 
 }  // namespace
 }  // namespace thub::client
+
+#include "src/client/progress_counter.h"
+
+namespace thub::client {
+namespace {
+
+// A holder updated in place is granted the new version before it resets its counter: the
+// old value must never count as bytes of the new version (the demo caught this race).
+TEST(ProgressCounterTest, BytesCountOnlyForTheTaggedVersion) {
+  uint64_t v1_full = counter_value(1, 64u << 20);
+  EXPECT_EQ(counter_bytes_of(v1_full, 1), 64u << 20);
+  EXPECT_EQ(counter_bytes_of(v1_full, 2), 0u);
+  EXPECT_EQ(counter_bytes(v1_full), 64u << 20);
+  EXPECT_EQ(counter_bytes_of(counter_value(7, kMaxShardBytes), 7), kMaxShardBytes);
+  EXPECT_EQ(counter_bytes_of(0, 0), 0u);
+  EXPECT_EQ(counter_bytes_of(counter_value((1 << 24) + 3, 5), 3), 5u);  // the tag is the low 24 bits
+}
+
+}  // namespace
+}  // namespace thub::client

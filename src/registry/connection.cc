@@ -47,6 +47,7 @@ struct Connection::Impl {
   bool reconnect();
   void fail_pending(const std::string& why);
   bool read_frame(FrameHeader* h, std::string* payload);
+  sched::Reply request(MsgType type, const std::string& payload, int64_t timeout_ms);
   void spawn(std::function<void()> fn) {
     std::lock_guard<std::mutex> lk(mu);
     helpers.emplace_back(std::move(fn));
@@ -232,46 +233,41 @@ Connection::~Connection() {
   }
 }
 
-sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
-  uint64_t req = impl_->next_req++;
+// One request frame and its reply: waits out a reconnection first, and forgets the pending
+// entry on a send failure or a timeout.
+sched::Reply Connection::Impl::request(MsgType type, const std::string& payload, int64_t timeout_ms) {
+  uint64_t req = next_req++;
   std::future<sched::Reply> f;
   {
-    std::unique_lock<std::mutex> lk(impl_->mu);
-    impl_->cv.wait(lk, [&] { return impl_->state != State::kReconnecting || impl_->stop; });
-    if (impl_->state != State::kConnected) {
-      throw Error(Code::kRegistry, "not connected to a registry (last: " + impl_->address + ")");
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return state != State::kReconnecting || stop; });
+    if (state != State::kConnected) {
+      throw Error(Code::kRegistry, "not connected to a registry (last: " + address + ")");
     }
-    f = impl_->pending[req].get_future();
+    f = pending[req].get_future();
   }
-  std::string payload = encode_event(ev);
   try {
-    impl_->send_frame(type_of(ev), req, payload);
+    send_frame(type, req, payload);
   } catch (...) {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->pending.erase(req);
+    std::lock_guard<std::mutex> lk(mu);
+    pending.erase(req);
     throw;
   }
   if (timeout_ms > 0 && f.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->pending.erase(req);
-    throw Error(Code::kTimeout, std::string("no reply from registry ") + impl_->address + " to " +
-                                    type_name(type_of(ev)) + " within " + std::to_string(timeout_ms) + " ms");
+    std::lock_guard<std::mutex> lk(mu);
+    pending.erase(req);
+    throw Error(Code::kTimeout, std::string("no reply from registry ") + address + " to " + type_name(type) +
+                                    " within " + std::to_string(timeout_ms) + " ms");
   }
   return f.get();
 }
 
+sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
+  return impl_->request(type_of(ev), encode_event(ev), timeout_ms);
+}
+
 std::string Connection::describe(int64_t timeout_ms) {
-  uint64_t req = impl_->next_req++;
-  std::future<sched::Reply> f;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    f = impl_->pending[req].get_future();
-  }
-  impl_->send_frame(MsgType::kDescribe, req, {});
-  if (f.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
-    throw Error(Code::kTimeout, "no DESCRIBE reply from registry " + impl_->address);
-  }
-  return f.get().detail;
+  return impl_->request(MsgType::kDescribe, {}, timeout_ms).detail;
 }
 
 void Connection::on_order(std::function<void(const Order&)> fn) {

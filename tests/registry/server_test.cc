@@ -53,6 +53,15 @@ TEST(ServerTest, GarbageGetsAnErrorReplyAndOthersAreStillServed) {
   EXPECT_GT(open.member, 0u);
 }
 
+TEST(ServerTest, DescribeNamesOpenModels) {
+  RunningServer rs;
+  ConnectionOptions co;
+  co.addresses = {rs.server->address()};
+  Connection c(co);
+  ASSERT_EQ(c.call(sched::Open{0, 0, "described-model", "r", 0, 1, 0, false}).status, sched::Status::kOk);
+  EXPECT_NE(c.describe().find("described-model"), std::string::npos);
+}
+
 TEST(ServerTest, RequestBeforeHelloIsRefused) {
   RunningServer rs;
   Fd fd = connect_tcp(parse_host_port(rs.server->address()), 2000);

@@ -200,19 +200,11 @@ int64_t Model::replicate(int64_t spec) {
 
 Code Model::update(int64_t spec, int64_t* got) {
   std::lock_guard<std::mutex> lk(op_mu_);
+  // Holding nothing, this is a plain replicate; holding h, the registry answers NOT_UPDATED
+  // (we keep h) or moves us to a newer version in place.
   bool not_updated = false;
-  if (!published_) {
-    *got = transfer(spec, -1, &not_updated);
-    return Code::kSuccess;
-  }
-  int64_t old = held_;
-  int64_t v = transfer(spec, old, &not_updated);
-  if (!not_updated) {
-    *got = v;
-    return Code::kSuccess;
-  }
-  *got = held_;
-  return Code::kNotUpdated;
+  *got = transfer(spec, published_ ? held_.load() : -1, &not_updated);
+  return not_updated ? Code::kNotUpdated : Code::kSuccess;
 }
 
 int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
@@ -220,7 +212,6 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   finish_staging();
   const auto& cfg = ctx_.config();
   auto& reg = ctx_.registry();
-  uint64_t gen = reg.generation();
   uint64_t layout = live_.table.layout_hash();
   const std::string& self = ctx_.worker().address();
   // Ask for a version and a source. When we hold `newer_than` and something newer exists,
@@ -230,7 +221,7 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   sched::Reply r = ask([&] {
     return sched::Event{sched::Replicate{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)}};
   });
-  gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
+  const uint64_t gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
   if (r.status == sched::Status::kNotUpdated) {
     *not_updated = true;
     return held_;

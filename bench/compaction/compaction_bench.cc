@@ -22,6 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/pipe_lines.h"
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "thub_compaction_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
 namespace {
 
 struct Config {
@@ -37,11 +44,6 @@ struct Tensor {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "thub_compaction_bench: %s\n", what.c_str());
-  std::exit(1);
 }
 
 void ok(int st, const char* what, THUB_Context c) {
@@ -90,24 +92,6 @@ uint64_t total(const std::vector<Tensor>& t) {
   uint64_t n = 0;
   for (const auto& x : t) n += x.bytes;
   return n;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-void write_line(int fd, const std::string& s) {
-  std::string l = s + "\n";
-  if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) die("pipe write");
-}
-
-std::string read_line(FILE* f) {
-  char buf[512];
-  if (!std::fgets(buf, sizeof buf, f)) die("pipe read (the other process died?)");
-  std::string s(buf);
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
 }
 
 THUB_Context init(const std::string& registry, const std::string& threshold) {

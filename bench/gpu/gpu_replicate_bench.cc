@@ -20,15 +20,17 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+#include "bench/common/pipe_lines.h"
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "thub_gpu_replicate_bench: %s\n", what.c_str());
   std::exit(1);
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void cuda_ok(cudaError_t e, const char* what) {
@@ -51,24 +53,6 @@ uint64_t parse_size(const std::string& s) {
     case 'G': case 'g': return v << 30;
     default: return v;
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-void write_line(int fd, const std::string& s) {
-  std::string l = s + "\n";
-  if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) die("pipe write");
-}
-
-std::string read_line(FILE* f) {
-  char buf[512];
-  if (!std::fgets(buf, sizeof buf, f)) die("pipe read (the other process died?)");
-  std::string s(buf);
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
 }
 
 THUB_Context init(const std::string& registry) {

@@ -23,6 +23,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.auth_token = info.get_string("auth_token", "");
   c.verify = info.get_bool("verify", false);
   c.chunk_size = info.get_size("chunk_size", c.chunk_size, 4096, 1ull << 30);
+  c.pipeline_chunk_size = info.get_size("pipeline_chunk_size", c.pipeline_chunk_size, 4096, 1ull << 30);
   c.max_inflight = static_cast<int>(info.get_int("max_inflight", c.max_inflight, 1, 1024));
   c.timeout_ms = info.get_int("timeout_ms", 0, 0, int64_t{1} << 40);
   c.heartbeat_ms = static_cast<int>(info.get_int("heartbeat_ms", c.heartbeat_ms, 10, 3600000));
@@ -33,6 +34,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.max_readers = static_cast<int>(info.get_int("max_readers", c.max_readers, 1, 1 << 20));
   c.net_devices = info.get_string("net_devices", "");
   c.tls = info.get_string("tls", "");
+  c.progress_spin_us = info.get_int("progress_spin_us", c.progress_spin_us, 0, 1000000);
   c.compaction_threshold = info.get_size("compaction_threshold", c.compaction_threshold, 0, uint64_t{1} << 40);
   const std::string mode = info.get_choice("transfer_mode", "auto", "auto|direct|copy|tcp");
   c.transfer_mode = mode == "direct" ? TransferMode::kDirect
@@ -67,6 +69,7 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   transport::WorkerOptions wo;
   wo.net_devices = cfg_.net_devices;
   wo.tls = cfg_.tls;
+  wo.spin_us = cfg_.progress_spin_us;
   if (cfg_.transfer_mode == ContextConfig::TransferMode::kTcp && wo.tls.empty()) wo.tls = "tcp,self";
   if (wo.net_devices.empty()) {
     // The NIC nearest to host memory (topo/); UCX chooses when the topology knows none.

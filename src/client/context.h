@@ -30,6 +30,7 @@ struct ContextConfig {
   std::string auth_token;
   bool verify = false;
   uint64_t chunk_size = 4u << 20;
+  uint64_t pipeline_chunk_size = 256u << 10;  // chunk when the source is partial (a chain hop)
   int max_inflight = 16;
   int64_t timeout_ms = 0;
   int heartbeat_ms = 1000;
@@ -40,6 +41,7 @@ struct ContextConfig {
   int max_readers = 1;                  // embedded registry: readers per source at a time
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
+  int64_t progress_spin_us = 20;        // progress thread spin window after an event
   uint64_t compaction_threshold = 2u << 20;  // tensors below it travel packed (0: never)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
   // direct: zero-copy gets of the tensors; copy: staged through registered host memory;

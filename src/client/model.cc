@@ -280,7 +280,9 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     ts.version = version;
     ts.hashes = live_.hashes.data();
     ts.verify = cfg.verify;
-    ts.chunk_size = cfg.chunk_size;
+    // A reader of a partial source can ask only for what its source holds, and the next hop
+    // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
+    ts.chunk_size = r.source_partial ? std::min(cfg.chunk_size, cfg.pipeline_chunk_size) : cfg.chunk_size;
     ts.max_inflight = cfg.max_inflight;
     ts.stall_timeout_us = cfg.stall_timeout_ms * 1000;
     ts.where = [this](uint64_t off) { return live_.where(off); };

@@ -54,6 +54,7 @@ class Job : public std::enable_shared_from_this<Job> {
   bool local_ = false;  // the source runs on this host: watch its pid
 
   std::shared_ptr<Peer> peer_;
+  std::shared_ptr<Peer> counter_peer_;  // lane 1: progress counter reads
   std::vector<std::unique_ptr<RemoteKey>> keys_;  // per remote segment
   std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
   std::unique_ptr<RemoteKey> counter_key_;
@@ -92,7 +93,13 @@ void Job::start() {
       off += r.bytes;
       keys_.push_back(std::make_unique<RemoteKey>(peer_, r.rkey));
     }
-    if (s_.source_partial) counter_key_ = std::make_unique<RemoteKey>(peer_, s_.source.counter.rkey);
+    if (s_.source_partial) {
+      // The counter is read on its own endpoint: on the data endpoint its reply would wait
+      // behind every chunk already asked for, and the reader would learn of new bytes only
+      // after its link had gone idle.
+      counter_peer_ = w_.peer(s_.source.worker_address, !local_, 1);
+      counter_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.counter.rkey);
+    }
     if (s_.source.hashes.bytes > 0) hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
   } catch (const Error& e) {
     fail(Code::kTransport, e.what(), true);
@@ -243,7 +250,7 @@ void Job::poll_counter() {
   auto self = shared_from_this();
   counter_pending_ = true;
   stats_.counter_reads++;
-  w_.get(peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
+  w_.get(counter_peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
          [self](bool ok, const std::string& err) { self->on_counter(ok, err); });
 }
 
@@ -275,7 +282,10 @@ void Job::watchdog() {
     check_stall();  // gets, or a counter read, to a source that stopped answering
   }
   if (fail_code_ != Code::kSuccess) {
-    if (peer_ && local_ && !process_alive(s_.source.pid)) w_.forget_peer(peer_);
+    if (peer_ && local_ && !process_alive(s_.source.pid)) {
+      w_.forget_peer(peer_);
+      if (counter_peer_) w_.forget_peer(counter_peer_);
+    }
     finish();  // abandon what is in flight
     return;
   }

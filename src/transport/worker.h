@@ -13,6 +13,7 @@ namespace thub::transport {
 struct WorkerOptions {
   std::string net_devices;  // UCX_NET_DEVICES unless the environment sets it ("" = UCX chooses)
   std::string tls;          // UCX_TLS unless the environment sets it ("" = UCX chooses)
+  int64_t spin_us = 20;     // progress thread: spin this long after the last event, then sleep
 };
 
 class MemoryRegion;
@@ -47,8 +48,10 @@ class Worker {
   // is dropped from the cache so that a later call starts afresh). `error_handling` asks
   // for UCP_ERR_HANDLING_MODE_PEER: UCX 1.13's shared-memory transports have no peer
   // failure handler, so a peer on this host is reached without it (and watched by the
-  // caller), a peer on another host with it.
-  std::shared_ptr<Peer> peer(const std::string& address, bool error_handling);
+  // caller), a peer on another host with it. `lane` picks one of several endpoints to the
+  // same worker: each has its own connection (over TCP, its own socket), so that small
+  // reads on lane 1 (progress counters) do not queue behind bulk reads on lane 0.
+  std::shared_ptr<Peer> peer(const std::string& address, bool error_handling, int lane = 0);
   // Forget a peer whose operations will never finish (its process is gone): later calls
   // to peer() create a fresh endpoint; operations still in flight are abandoned.
   void forget_peer(const std::shared_ptr<Peer>& peer);

@@ -3,6 +3,12 @@
 // from another source.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "tests/multiproc/cluster.h"
 
@@ -13,6 +19,22 @@ namespace {
 const std::map<std::string, std::string> kSlow = {{"TENSORHUB_CHUNK_SIZE", "65536"},
                                                   {"TENSORHUB_MAX_INFLIGHT", "1"}};
 const std::string kBig = "33554432,33554432,0,4096";
+
+// CPU seconds (user + system, all threads) that process `pid` has used so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  // Fields after the command name (which may hold spaces, inside parentheses): state is
+  // field 3, utime and stime are fields 14 and 15.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 int64_t stat(PeerProcess& p, const std::string& key) {
   std::string r = p.cmd("stat " + key);
@@ -53,6 +75,52 @@ TEST(PipelineTest, ReaderOfAPartialSourceFollowsItsCounter) {
   EXPECT_TRUE(ok(second.cmd("check 41")));
   EXPECT_EQ(stat(second, "partial_sources"), 1);
   EXPECT_GT(stat(second, "counter_reads"), 0);
+}
+
+// A reader of a partial source asks for pipeline_chunk_size pieces (default 256 KiB), not
+// chunk_size (default 4 MiB): every hop of a chain then lags its source by less.
+TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 43, 1));
+  PeerProcess& first = c.add_rollout("first", kBig, "", "chunk_size=4096 max_inflight=1");
+  PeerProcess& second = c.add_rollout("second", kBig, "", "pipeline_chunk_size=65536");
+  ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
+  std::string w = second.cmd("wait");
+  ASSERT_TRUE(ok(w)) << w;
+  ASSERT_TRUE(ok(first.cmd("wait")));
+  EXPECT_TRUE(ok(second.cmd("check 43")));
+  ASSERT_EQ(stat(second, "partial_sources"), 1);
+  int64_t total = stat(second, "total_bytes");
+  EXPECT_GE(stat(second, "gets"), total / 65536) << "chunk_size (4 MiB) was used for a partial source";
+}
+
+// While its gets wait on a source that does not answer, the reader's progress thread
+// sleeps on UCX events (in steps of at most 1 ms) instead of spinning: a stopped source
+// must not cost its readers a core each.
+TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 47, 1));
+  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
+  PeerProcess& reader = c.add_rollout("reader", kBig);
+  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
+  victim.signal(SIGSTOP);
+  const double wall = 1.5;
+  double cpu0 = cpu_seconds(reader.pid());
+  std::this_thread::sleep_for(std::chrono::duration<double>(wall));
+  double used = cpu_seconds(reader.pid()) - cpu0;
+  int64_t held = stat(reader, "bytes_held");
+  victim.signal(SIGKILL);
+  ASSERT_LT(held, stat(reader, "total_bytes")) << "the reader finished before its source was stopped";
+  // A spinning progress thread uses ~1 CPU second per second (less only when starved of CPU).
+  EXPECT_LT(used, 0.25 * wall) << "the reader used " << used << " CPU s in " << wall << " s waiting";
+  std::string w = reader.cmd("wait");
+  ASSERT_TRUE(ok(w)) << w;
+  EXPECT_TRUE(ok(reader.cmd("check 47")));
 }
 
 TEST(PipelineTest, KilledPartialSourceIsReplacedAndTheReaderFinishesByteExact) {

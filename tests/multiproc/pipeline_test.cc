@@ -42,6 +42,21 @@ int64_t stat(PeerProcess& p, const std::string& key) {
   return std::stoll(word(r, 1));
 }
 
+// Two rollouts: the victim receives slowly (4 KiB gets, one at a time), the reader at full
+// speed, so the reader catches up with the victim's counter and follows it as a partial
+// source; then the victim is stopped (SIGSTOP) mid-transfer.
+void stop_source_of_a_reader(Cluster& c, PeerProcess** victim_out, PeerProcess** reader_out) {
+  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
+  PeerProcess& reader = c.add_rollout("reader", kBig);
+  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
+  victim.signal(SIGSTOP);
+  *victim_out = &victim;
+  *reader_out = &reader;
+}
+
 TEST(PipelineTest, FourReplicatorsAtOnceAndOneReadsAPartialSource) {
   Cluster c(kSlow);
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 31, 1));
@@ -102,13 +117,9 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
 TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 47, 1));
-  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
-  PeerProcess& reader = c.add_rollout("reader", kBig);
-  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
-  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
-  victim.signal(SIGSTOP);
+  PeerProcess *victim_p = nullptr, *reader_p = nullptr;
+  ASSERT_NO_FATAL_FAILURE(stop_source_of_a_reader(c, &victim_p, &reader_p));
+  PeerProcess &victim = *victim_p, &reader = *reader_p;
   const double wall = 1.5;
   double cpu0 = cpu_seconds(reader.pid());
   std::this_thread::sleep_for(std::chrono::duration<double>(wall));
@@ -126,15 +137,9 @@ TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
 TEST(PipelineTest, KilledPartialSourceIsReplacedAndTheReaderFinishesByteExact) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 51, 1));
-  // The victim receives slowly (4 KiB gets, one at a time), the reader at full speed, so the
-  // reader catches up with the victim's counter and follows it.
-  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
-  PeerProcess& reader = c.add_rollout("reader", kBig);
-  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
-  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
-  victim.signal(SIGSTOP);
+  PeerProcess *victim_p = nullptr, *reader_p = nullptr;
+  ASSERT_NO_FATAL_FAILURE(stop_source_of_a_reader(c, &victim_p, &reader_p));
+  PeerProcess &victim = *victim_p, &reader = *reader_p;
   // The reader stops growing below the total: its only source holds just a prefix.
   int64_t total = stat(reader, "total_bytes"), last = -1, now = 0;
   for (int i = 0; i < 200 && now != last; ++i) {

@@ -282,10 +282,7 @@ void Job::watchdog() {
     check_stall();  // gets, or a counter read, to a source that stopped answering
   }
   if (fail_code_ != Code::kSuccess) {
-    if (peer_ && local_ && !process_alive(s_.source.pid)) {
-      w_.forget_peer(peer_);
-      if (counter_peer_) w_.forget_peer(counter_peer_);
-    }
+    if (peer_ && local_ && !process_alive(s_.source.pid)) w_.forget_peer(peer_);
     finish();  // abandon what is in flight
     return;
   }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -35,7 +36,7 @@ class Peer {
  public:
   ucp_ep_h ep = nullptr;
   std::string address;
-  std::string key;  // address + lane: the cache key
+  int lane = 0;
   bool failed = false;
   bool error_handling = false;
   std::string error;
@@ -57,7 +58,7 @@ struct Worker::Impl {
   std::multimap<Clock::time_point, std::function<void()>> pending_timers;  // under mu
   bool stop = false;
 
-  std::map<std::string, std::shared_ptr<Peer>> peers;  // progress thread only
+  std::map<std::pair<std::string, int>, std::shared_ptr<Peer>> peers;  // (address, lane); progress thread only
   std::vector<void*> closing;                          // ep close requests in flight
   std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
@@ -387,9 +388,7 @@ void Worker::unmap(void* memh) {
 MemoryRegion::~MemoryRegion() { worker_->unmap(memh_); }
 
 std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handling, int lane) {
-  std::string key = address;
-  key.push_back('\0');
-  key += std::to_string(lane);
+  const std::pair<std::string, int> key{address, lane};
   auto it = impl_->peers.find(key);
   if (it != impl_->peers.end()) {
     if (!it->second->failed) return it->second;
@@ -409,7 +408,7 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   }
   auto p = std::make_shared<Peer>();
   p->address = address;
-  p->key = key;
+  p->lane = lane;
   p->error_handling = error_handling;
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -427,13 +426,21 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
 }
 
 void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
-  peer->failed = true;
-  if (peer->error.empty()) peer->error = "forgotten: the peer is gone";
-  auto it = impl_->peers.find(peer->key);
-  if (it != impl_->peers.end() && it->second == peer) impl_->peers.erase(it);
-  // The endpoint itself is left open: closing it without error handling could block on a
-  // dead peer. It is released with the worker.
-  impl_->abandoned.push_back(peer);
+  // The process is gone: every endpoint to it (each lane) goes. The endpoints themselves are
+  // left open: closing one without error handling could block on a dead peer. They are
+  // released with the worker.
+  auto abandon = [this](const std::shared_ptr<Peer>& p) {
+    p->failed = true;
+    if (p->error.empty()) p->error = "forgotten: the peer is gone";
+    impl_->abandoned.push_back(p);
+  };
+  auto& peers = impl_->peers;
+  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == peer->address) {
+    abandon(it->second);
+    it = peers.erase(it);
+  }
+  if (!peer->failed) abandon(peer);  // already dropped from the cache (replaced)
 }
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,

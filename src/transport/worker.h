@@ -52,8 +52,9 @@ class Worker {
   // same worker: each has its own connection (over TCP, its own socket), so that small
   // reads on lane 1 (progress counters) do not queue behind bulk reads on lane 0.
   std::shared_ptr<Peer> peer(const std::string& address, bool error_handling, int lane = 0);
-  // Forget a peer whose operations will never finish (its process is gone): later calls
-  // to peer() create a fresh endpoint; operations still in flight are abandoned.
+  // Forget a peer whose operations will never finish (its process is gone): every lane's
+  // endpoint to its worker; later calls to peer() create fresh ones; operations still in
+  // flight are abandoned.
   void forget_peer(const std::shared_ptr<Peer>& peer);
   // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread.
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,

@@ -49,9 +49,11 @@ void stop_source_of_a_reader(Cluster& c, PeerProcess** victim_out, PeerProcess**
   PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
   PeerProcess& reader = c.add_rollout("reader", kBig);
   ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; })) << "the victim got no bytes";
   ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }))
+      << "the reader got no bytes; victim holds " << victim.cmd("stat bytes_held") << ", reader "
+      << reader.cmd("stat partial_sources") << " partial, " << reader.cmd("stat counter_reads") << " counter reads";
   victim.signal(SIGSTOP);
   *victim_out = &victim;
   *reader_out = &reader;

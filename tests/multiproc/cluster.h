@@ -57,6 +57,13 @@ struct Cluster {
   }
 };
 
+// One of a peer's counters (THUB_Model_stat); -1 (and a test failure) if it cannot be read.
+inline int64_t stat(PeerProcess& p, const std::string& key) {
+  std::string r = p.cmd("stat " + key);
+  EXPECT_TRUE(ok(r)) << r;
+  return ok(r) ? std::stoll(word(r, 1)) : -1;
+}
+
 // Polls a peer's counter until `pred` holds (a state condition, not a time limit: gives up
 // only after `tries` polls so that a broken build fails instead of hanging).
 template <typename Pred>

@@ -47,12 +47,6 @@ class CompactionTest : public ::testing::TestWithParam<std::tuple<int, int>> {
   }
 };
 
-int64_t stat(PeerProcess& p, const std::string& key) {
-  std::string r = p.cmd("stat " + key);
-  EXPECT_TRUE(ok(r)) << r;
-  return ok(r) ? std::stoll(word(r, 1)) : -1;
-}
-
 TEST_P(CompactionTest, ChainIsByteExact) {
   Cluster c(env());
   const std::string sizes = layout().sizes;

@@ -36,12 +36,6 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-int64_t stat(PeerProcess& p, const std::string& key) {
-  std::string r = p.cmd("stat " + key);
-  EXPECT_TRUE(ok(r)) << r;
-  return std::stoll(word(r, 1));
-}
-
 // Two rollouts: the victim receives slowly (4 KiB gets, one at a time), the reader at full
 // speed, so the reader catches up with the victim's counter and follows it as a partial
 // source; then the victim is stopped (SIGSTOP) mid-transfer.

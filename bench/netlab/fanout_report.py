@@ -3,6 +3,7 @@
 
   fanout_report.py fanout  --in fanout.jsonl  --rate 1gbit --doc docs/pipeline.md --png fanout.png
   fanout_report.py failure --in failure.jsonl --doc docs/pipeline.md --png failure.png
+  fanout_report.py sweep   --in fanout-sweep.jsonl --doc docs/pipeline.md --section rate-sweep --png sweep.png
 
 Medians over the repetitions of each configuration; the markdown goes into the document between
 <!-- BEGIN <name> --> and <!-- END <name> --> (appended when the markers are missing).
@@ -114,7 +115,7 @@ def fanout(args):
     text = "\n".join(out)
     print(text)
     if args.doc:
-        put_section(args.doc, "fanout-results", text)
+        put_section(args.doc, args.section or "fanout-results", text)
     plt = pyplot() if args.png else None
     if plt:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -214,6 +215,60 @@ def failure(args):
         fig.savefig(args.png, dpi=120)
 
 
+def sweep(args):
+    """(a) at each link rate: completion / ideal, the head of the chain, the lag along it, and
+    how busy the machine was (every host of the box shares its CPUs)."""
+    rows = [r for r in load(args.infile) if r.get("bench") == "thub_fanout" and "completion_s" in r
+            and r.get("method") == "pipeline"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["link_gbps"], r["rollouts"]), []).append(r)
+    size = max((r["bytes"] for r in rows), default=0)
+    out = [f"(a) TensorHub with pipeline at several link rates R, S = {size / 2**20:.0f} MiB, medians over the runs. "
+           f"head = the first rollout done (it reads the trainer) / ideal; lag = last done - first done; "
+           f"busy = share of the machine's CPUs in use during the run.\n",
+           "| R | N | runs | ideal (s) | completion (s) | (a)/ideal | range | head / ideal | lag along the chain (ms) | busy |",
+           "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    pts = {}
+    for (gbps, n) in sorted(by):
+        rs = by[(gbps, n)]
+        ideal = size * 8 / (gbps * 1e9)
+        ratios = [r["completion_s"] / ideal for r in rs]
+        heads = [min(d["done_s"] for d in r["rollouts_detail"]) / ideal for r in rs]
+        lags = [1e3 * (r["completion_s"] - min(d["done_s"] for d in r["rollouts_detail"])) for r in rs]
+        busy = med([r["machine_busy"] for r in rs])
+        rate = f"{gbps * 1e3:g} Mbit/s" if gbps < 1 else f"{gbps:g} Gbit/s"
+        out.append(f"| {rate} | {n} | {len(rs)} | {ideal:.3f} | {fmt(med([r['completion_s'] for r in rs]), '.3f')} | "
+                   f"**{fmt(med(ratios))}** | {min(ratios):.2f}-{max(ratios):.2f} | {fmt(med(heads))} | "
+                   f"{fmt(med(lags), '.0f')} | {fmt(busy)} |")
+        pts.setdefault(n, []).append((gbps, med(ratios), busy))
+    text = "\n".join(out)
+    print(text)
+    if args.doc:
+        put_section(args.doc, args.section or "rate-sweep", text)
+    plt = pyplot() if args.png and pts else None
+    if plt:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        ax2 = ax.twinx()
+        for n, p in sorted(pts.items()):
+            line, = ax.plot([x[0] for x in p], [x[1] for x in p], marker="o", label=f"(a)/ideal, N = {n}")
+            ax2.plot([x[0] for x in p], [x[2] for x in p], marker="x", ls=":", color=line.get_color(),
+                     alpha=0.6, label=f"machine busy, N = {n} (right axis)")
+        ax.axhline(1.2, color="k", ls="--", label="target 1.2 x ideal")
+        ax.set_xlabel("link rate R (Gbit/s)")
+        ax.set_ylabel("completion / ideal S/R (median)")
+        ax2.set_ylabel("share of the machine's CPUs busy")
+        ax2.set_ylim(0, 1.05)
+        ax.set_ylim(1.0, max(1.4, max(x[1] for p in pts.values() for x in p) + 0.05))
+        ax.set_title("Pipeline fan-out vs link rate (all hosts share 2 vCPUs)")
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
+
+
 def pyplot():
     try:
         import matplotlib
@@ -227,13 +282,14 @@ def pyplot():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("kind", choices=["fanout", "failure"])
+    p.add_argument("kind", choices=["fanout", "failure", "sweep"])
     p.add_argument("--in", dest="infile", required=True)
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--doc")
     p.add_argument("--png")
+    p.add_argument("--section", help="doc section name (default: fanout-results / rate-sweep)")
     args = p.parse_args()
-    fanout(args) if args.kind == "fanout" else failure(args)
+    {"fanout": fanout, "failure": failure, "sweep": sweep}[args.kind](args)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@
 #                              [--reps-large 3] [--large-from 8] [--mpi-iters 3]
 #                              [--build build] [--out docs/figures/fanout.jsonl] [--no-report]
 #                              [--methods "pipeline nopipe p2p tuned"] [--tuned "KEY=VALUE ..."]
-#                              [--no-mpi] [--watch] [--latency 50ms]
+#                              [--no-mpi] [--watch] [--latency 50ms] [--tag T]
+#                              [--rates "250mbit 500mbit 1gbit"]
+#
+# --tag T names the outputs fanout-T.jsonl / fanout-T.png and the doc section
+# fanout-results-T (another rate beside the main table). --rates runs every N at each rate
+# (a sweep; outputs fanout-sweep.*, doc section rate-sweep): how (a)/ideal follows the
+# machine's CPU load, since all hosts of the box share this machine's cores.
 #
 # For each N a lab of N+1 hosts (tools/netlab/netlab.sh run) is brought up once and every
 # method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast. Methods:
@@ -28,7 +34,7 @@ NETLAB=$ROOT/tools/netlab/netlab.sh
 MPIRUN_NETLAB=$ROOT/tools/netlab/mpirun-in-netlab.sh
 
 RATE=1gbit BYTES=256M NS="1 2 4 8" REPS=3 REPS_LARGE=3 LARGE_FROM=8 MPI_ITERS=3
-BUILD=$ROOT/build OUT=$ROOT/docs/figures/fanout.jsonl REPORT=1 METHODS="pipeline nopipe p2p"
+BUILD=$ROOT/build OUT= REPORT=1 METHODS="pipeline nopipe p2p" TAG= RATES=
 TUNED="max_inflight=2" MPI=1 LAB_OPTS=() WATCH=0
 RUN_TIMEOUT=150   # seconds, one TensorHub run (all processes)
 
@@ -109,6 +115,8 @@ fi
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rate)       RATE=${2:?}; shift 2 ;;
+    --rates)      RATES=${2:?}; shift 2 ;;
+    --tag)        TAG=${2:?}; shift 2 ;;
     --bytes)      BYTES=${2:?}; shift 2 ;;
     --ns)         NS=${2:?}; shift 2 ;;
     --reps)       REPS=${2:?}; shift 2 ;;
@@ -123,7 +131,7 @@ while [[ $# -gt 0 ]]; do
     --build)      BUILD=$(readlink -f "${2:?}"); shift 2 ;;
     --out)        OUT=$(readlink -m "${2:?}"); shift 2 ;;
     --no-report)  REPORT=0; shift ;;
-    -h|--help)    sed -n '2,24s/^# \{0,1\}//p' "$SELF" >&2; exit 2 ;;
+    -h|--help)    sed -n '2,31s/^# \{0,1\}//p' "$SELF" >&2; exit 2 ;;
     *)            die "unknown option '$1'" ;;
   esac
 done
@@ -135,22 +143,34 @@ fi
 [[ -x $BUILD/bench/netlab/thub_fanout ]] ||
   die "$BUILD/bench/netlab/thub_fanout not built (cmake --build $BUILD -j2 --target thub_fanout thub_bcast_baseline)"
 
+[[ -z $RATES ]] && RATES=$RATE
+[[ $TAG =~ ^[A-Za-z0-9._-]*$ ]] || die "--tag: letters, digits, '.', '_' and '-' only"
+NAME=fanout${TAG:+-$TAG}
+[[ $RATES == *" "* ]] && NAME=fanout-sweep
+[[ -n $OUT ]] || OUT=$ROOT/docs/figures/$NAME.jsonl
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 export NETLAB_QUIET=1
 start=$(date +%s)
-for n in $NS; do
-  reps=$REPS
-  ((n >= LARGE_FROM)) && reps=$REPS_LARGE
-  log "N=$n: $reps repetitions of '$METHODS' + MPI_Bcast x $MPI_ITERS, $BYTES at $RATE ($(($(date +%s) - start)) s so far)"
-  "$NETLAB" run --hosts $((n + 1)) --rate "$RATE" "${LAB_OPTS[@]}" --timeout 1500 -- \
-    "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI" "$WATCH"
+for rate in $RATES; do
+  for n in $NS; do
+    reps=$REPS
+    ((n >= LARGE_FROM)) && reps=$REPS_LARGE
+    log "N=$n: $reps repetitions of '$METHODS'$( ((MPI)) && echo " + MPI_Bcast x $MPI_ITERS"), $BYTES at $rate ($(($(date +%s) - start)) s so far)"
+    "$NETLAB" run --hosts $((n + 1)) --rate "$rate" "${LAB_OPTS[@]}" --timeout 1500 -- \
+      "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI" "$WATCH"
+  done
 done
 log "all runs done in $(($(date +%s) - start)) s; results in $OUT"
 if ((REPORT)); then
   # matplotlib: Debian's python3-matplotlib is for /usr/bin/python3 (another python3 may come first)
   PY=python3
   python3 -c 'import matplotlib' 2>/dev/null || { [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3; }
-  "$PY" "$HERE/fanout_report.py" fanout --in "$OUT" --rate "$RATE" \
-    --doc "$ROOT/docs/pipeline.md" --png "$ROOT/docs/figures/fanout.png"
+  if [[ $NAME == fanout-sweep ]]; then
+    "$PY" "$HERE/fanout_report.py" sweep --in "$OUT" --doc "$ROOT/docs/pipeline.md" \
+      --section rate-sweep --png "$ROOT/docs/figures/$NAME.png"
+  else
+    "$PY" "$HERE/fanout_report.py" fanout --in "$OUT" --rate "$RATE" --doc "$ROOT/docs/pipeline.md" \
+      --section "${NAME/fanout/fanout-results}" --png "$ROOT/docs/figures/$NAME.png"
+  fi
 fi

@@ -62,6 +62,7 @@ struct Worker::Impl {
   std::vector<void*> closing;                          // ep close requests in flight
   std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
+  bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
 
   void init();
   void loop();
@@ -70,6 +71,9 @@ struct Worker::Impl {
   void reap_closing();  // free endpoint-close requests that have completed
   void wake();
   void sleep_until(Clock::time_point until);
+  void post(std::function<void()> fn);
+  // Runs a get's callback, later (from the loop) if the get is still being submitted.
+  void complete(GetCallback cb, bool ok, std::string err);
 };
 
 namespace {
@@ -82,13 +86,12 @@ struct GetOp {
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* op = static_cast<GetOp*>(user_data);
   op->impl->outstanding--;
-  if (status == UCS_OK) {
-    op->cb(true, {});
-  } else {
-    std::string err = "get from peer failed: " + status_text(status);
+  std::string err;
+  if (status != UCS_OK) {
+    err = "get from peer failed: " + status_text(status);
     if (op->peer->failed && !op->peer->error.empty()) err += " (" + op->peer->error + ")";
-    op->cb(false, err);
   }
+  op->impl->complete(std::move(op->cb), status == UCS_OK, std::move(err));
   delete op;
   ucp_request_free(request);
 }
@@ -316,12 +319,23 @@ const std::string& Worker::address() const { return impl_->address; }
 
 bool Worker::on_progress_thread() const { return std::this_thread::get_id() == impl_->thread_id; }
 
-void Worker::post(std::function<void()> fn) {
+void Worker::Impl::post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->queue.push_back(std::move(fn));
+    std::lock_guard<std::mutex> lk(mu);
+    queue.push_back(std::move(fn));
   }
-  impl_->wake();
+  wake();
+}
+
+void Worker::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
+
+// UCX may complete a get inside ucp_get_nbx, NO_IMM_CMPL notwithstanding (the self
+// transport, shared memory): its callback then runs before get() returns. A caller that
+// issues the next get from the callback (Job::pump) would recurse once per chunk, and see its
+// own state half updated; so such a completion waits for the loop.
+void Worker::Impl::complete(GetCallback cb, bool ok, std::string err) {
+  if (!in_get) return cb(ok, err);
+  post([cb = std::move(cb), ok, err = std::move(err)] { cb(ok, err); });
 }
 
 void Worker::post_after(int64_t usec, std::function<void()> fn) {
@@ -446,7 +460,9 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
   if (peer->failed || !peer->ep) {
-    cb(false, "peer failed: " + peer->error);
+    impl_->in_get = true;
+    impl_->complete(std::move(cb), false, "peer failed: " + peer->error);
+    impl_->in_get = false;
     return;
   }
   auto* op = new GetOp{impl_.get(), peer, std::move(cb)};
@@ -455,20 +471,20 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
   prm.cb.send = get_done;
   prm.user_data = op;
   impl_->outstanding++;
+  impl_->in_get = true;
   ucs_status_ptr_t r = ucp_get_nbx(peer->ep, local, len, remote, static_cast<ucp_rkey_h>(key.handle()), &prm);
   if (UCS_PTR_IS_ERR(r)) {
     impl_->outstanding--;
     ucs_status_t st = UCS_PTR_STATUS(r);
     impl_->fail_peer(peer.get(), st);
-    GetCallback c = std::move(op->cb);
+    impl_->complete(std::move(op->cb), false, "ucp_get_nbx: " + status_text(st));
     delete op;
-    c(false, "ucp_get_nbx: " + status_text(st));
   } else if (r == nullptr) {  // not expected with NO_IMM_CMPL, but complete it anyway
     impl_->outstanding--;
-    GetCallback c = std::move(op->cb);
+    impl_->complete(std::move(op->cb), true, {});
     delete op;
-    c(true, {});
   }
+  impl_->in_get = false;
 }
 
 RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {

@@ -56,7 +56,8 @@ class Worker {
   // endpoint to its worker; later calls to peer() create fresh ones; operations still in
   // flight are abandoned.
   void forget_peer(const std::shared_ptr<Peer>& peer);
-  // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread.
+  // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread, never
+  // before get() has returned (a completion inside UCX's call is deferred to the loop).
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
            const RemoteKey& key, GetCallback cb);
 

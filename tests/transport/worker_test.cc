@@ -1,0 +1,71 @@
+// The transport's completion contract, with real UCX: a get's callback runs on the progress
+// thread and never inside Worker::get, even where UCX completes the read during the call.
+#include "src/transport/worker.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <vector>
+
+namespace thub::transport {
+namespace {
+
+// Chained reads, each issued from the previous one's callback (as the transfer executor
+// pumps its chunks). A callback run inside get() would see the issuing frame still open; the
+// executor used to recurse once per chunk that way until its stack overflowed
+// (examples/engine_embed, a flaky SIGSEGV: a replica reading another model of its own
+// context, through UCX's self transport).
+void chained_reads(Worker& reader, Worker& source, size_t chunk, size_t chunks) {
+  std::vector<unsigned char> src(chunk * chunks), dst(src.size(), 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  auto region = source.map(src.data(), src.size());
+  struct State {
+    std::shared_ptr<Peer> peer;
+    std::unique_ptr<RemoteKey> key;
+    size_t next = 0, done = 0, depth = 0, max_depth = 0, failures = 0;
+    std::promise<void> finished;
+  } st;
+  std::function<void()> issue = [&] {
+    size_t i = st.next++;
+    ++st.depth;
+    st.max_depth = std::max(st.max_depth, st.depth);
+    reader.get(st.peer, dst.data() + i * chunk, chunk, region->address() + i * chunk, *st.key,
+               [&](bool ok, const std::string&) {
+                 st.failures += ok ? 0 : 1;
+                 if (++st.done == chunks) return st.finished.set_value();
+                 if (st.next < chunks) issue();
+               });
+    --st.depth;
+  };
+  auto finished = st.finished.get_future();
+  reader.call([&] {
+    st.peer = reader.peer(source.address(), false);
+    st.key = std::make_unique<RemoteKey>(st.peer, region->packed_rkey());
+    issue();
+  });
+  ASSERT_EQ(finished.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  reader.call([&] {
+    st.key.reset();
+    st.peer.reset();
+  });
+  EXPECT_EQ(st.failures, 0u);
+  EXPECT_EQ(st.max_depth, 1u) << "a callback ran inside Worker::get (chunk " << chunk << ")";
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
+}
+
+TEST(WorkerTest, GetCallbackNeverRunsInsideGetOnItsOwnWorker) {
+  auto w = Worker::create(WorkerOptions{});
+  for (size_t chunk : {8, 32, 4096}) chained_reads(*w, *w, chunk, 20000);
+}
+
+TEST(WorkerTest, GetCallbackNeverRunsInsideGetAcrossWorkers) {
+  auto source = Worker::create(WorkerOptions{});
+  auto reader = Worker::create(WorkerOptions{});
+  for (size_t chunk : {8, 32, 4096}) chained_reads(*reader, *source, chunk, 20000);
+}
+
+}  // namespace
+}  // namespace thub::transport

@@ -137,9 +137,9 @@ class Core {
   void on(const Unpublish& e);
   void touch(ClientId c);
   void expire();
-  // A client removed for silence may still be reading: its reads become orphans, counted
-  // until heartbeat_timeout has passed (it learns of the removal by then); a Disconnect or a
-  // Close ends them at once.
+  // A client removed for silence may still be reading: its reads become orphans, which hold
+  // off their sources' drains until heartbeat_timeout has passed (it learns of the removal by
+  // then) but no longer take a reader slot (load); a Disconnect or a Close ends them at once.
   void remove_client(ClientId c, bool orphan_reads = false);
   void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
   void hide_leaving(Member& m);  // unindexed for good: no longer a holder for any decision
@@ -160,7 +160,7 @@ class Core {
   // Resolves a spec to an absolute version or an error reply status.
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
-  int load(MemberId m) const;       // active leases + reserved transaction slots
+  int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
 
   // ---- source_chooser.cc
   std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;

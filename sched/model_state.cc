@@ -115,8 +115,12 @@ int Core::live_leases(MemberId id) const {
 
 int Core::load(MemberId id) const {
   int n = 0;
+  // An orphan (its reader's client was dropped for silence) still holds off the source's
+  // drain, but no longer a reader slot: a stopped or cut-off reader moves no bytes, and the
+  // readers it would keep waiting are usually the ones replacing it.
   if (auto it = leases_by_source_.find(id); it != leases_by_source_.end())
-    n += static_cast<int>(it->second.size());
+    for (LeaseId l : it->second)
+      if (!leases_.at(l).orphan_until) ++n;
   if (auto it = reserved_.find(id); it != reserved_.end()) n += it->second;
   return n;
 }

@@ -49,6 +49,49 @@ TEST(MembershipTest, SilentReaderKeepsSourceUndrainedForOneTimeout) {
   EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
 }
 
+// A chain t -> r1 -> r2 whose middle stops (SIGSTOP): r2 reports r1 failed and waits for
+// the trainer's one reader slot, which r1's lease holds. At r1's Drop that read becomes an
+// orphan: it still holds off the trainer's drain for one more timeout, but no longer the
+// slot, so r2 is granted the trainer at once instead of one timeout later.
+TEST(MembershipTest, SilentReadersSlotIsFreedAtTheDropButNotTheDrain) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.connect(2);
+  h.connect(3);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  MemberId r1 = h.open(2, "pol", "r1");
+  MemberId r2 = h.open(3, "pol", "r2");
+  auto g1 = h.replicate_now(2, r1, 1);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->source, t);
+  auto g2 = h.replicate_now(3, r2, 1);
+  ASSERT_TRUE(g2 && g2->status == Status::kOk);
+  ASSERT_EQ(g2->source, r1) << "pipeline: r2 chains off the receiving r1";
+  h.advance(500);
+  h.send(Heartbeat{1});
+  RequestId q = h.failed(3, r2, g2->lease);  // r1 stalled
+  EXPECT_FALSE(h.reply_to(3, q)) << "the trainer's one reader slot is r1's";
+  h.advance(600);
+  h.send(Heartbeat{3});  // client 2 (r1) is silent: dropped in this step
+  ASSERT_EQ(h.all<Drop>().size(), 1u);
+  auto r = h.reply_to(3, q);
+  ASSERT_TRUE(r) << "r2 still waits for a slot that only an orphaned read holds";
+  EXPECT_EQ(r->status, Status::kOk);
+  EXPECT_EQ(r->source, t);
+  h.send(TransferDone{3, h.next_req(), r2, r->lease});
+  RequestId u = h.unpublish(1, t);  // r2 is done; the orphan may still read
+  EXPECT_FALSE(h.reply_to(1, u)) << "the orphaned read must still hold off the trainer's drain";
+  h.advance(600);
+  h.send(Heartbeat{1});
+  h.send(Heartbeat{3});
+  EXPECT_FALSE(h.reply_to(1, u));
+  h.advance(500);
+  h.send(Heartbeat{1});  // the grace has passed: the drain ends
+  ASSERT_TRUE(h.reply_to(1, u));
+  EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
+}
+
 TEST(MembershipTest, WaiterGetsVersionLostWhenLastHolderVanishes) {
   Harness h(Config{5'000'000, 1, false});
   h.connect(1);

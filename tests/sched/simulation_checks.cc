@@ -75,7 +75,8 @@ std::map<MemberId, int> World::outside_load(bool with_reservations) {
   for (auto it = held_.begin(); it != held_.end();)
     it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
   std::map<MemberId, int> n;
-  for (const auto& [l, h] : held_) ++n[h.src];
+  for (const auto& [l, h] : held_)
+    if (!h.orphan_until) ++n[h.src];  // an orphan keeps the drain, not a reader slot
   // Every session the registry still knows counts, also one that crashed silently (its
   // transaction keeps its slots until the registry drops it or its shards leave).
   if (with_reservations)

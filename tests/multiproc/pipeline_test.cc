@@ -108,8 +108,9 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
 }
 
 // While its gets wait on a source that does not answer, the reader's progress thread
-// sleeps on UCX events (in steps of at most 1 ms) instead of spinning: a stopped source
-// must not cost its readers a core each.
+// sleeps on UCX events (in steps of at most 10 ms) instead of spinning: a stopped source
+// must not cost its readers a core each. Over shared memory, where UCX 1.13 also keeps
+// saying "events pending" with nothing to progress (Worker::Impl::sleep_until).
 TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 47, 1));
@@ -121,17 +122,21 @@ TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
   std::this_thread::sleep_for(std::chrono::duration<double>(wall));
   double used = cpu_seconds(reader.pid()) - cpu0;
   int64_t held = stat(reader, "bytes_held");
-  victim.signal(SIGKILL);
   ASSERT_LT(held, stat(reader, "total_bytes")) << "the reader finished before its source was stopped";
   // A spinning progress thread uses ~1 CPU second per second (less only when starved of CPU).
   EXPECT_LT(used, 0.25 * wall) << "the reader used " << used << " CPU s in " << wall << " s waiting";
-  std::string w = reader.cmd("wait");
-  ASSERT_TRUE(ok(w)) << w;
-  EXPECT_TRUE(ok(reader.cmd("check 47")));
+  // Finishing elsewhere is the next test's subject, over TCP: over shared memory a process
+  // stopped (then killed) in the middle of a send can leave a slot of its peer's receive
+  // FIFO reserved but never written, which wedges that peer's shared-memory receives (UCX
+  // 1.13's mm transports have no peer-failure handling; seen here once in ~15 runs: the
+  // trainer then never saw the reader's requests).
+  victim.signal(SIGKILL);
 }
 
+// Over TCP (see above for why not shared memory): the stopped partial source is killed, and
+// the reader resumes from what it holds at the trainer.
 TEST(PipelineTest, KilledPartialSourceIsReplacedAndTheReaderFinishesByteExact) {
-  Cluster c;
+  Cluster c(std::map<std::string, std::string>{{"UCX_TLS", "tcp"}});
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 51, 1));
   PeerProcess *victim_p = nullptr, *reader_p = nullptr;
   ASSERT_NO_FATAL_FAILURE(stop_source_of_a_reader(c, &victim_p, &reader_p));

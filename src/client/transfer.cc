@@ -162,9 +162,8 @@ void Job::pump() {
     uint64_t lleft = l.offset + l.bytes - issued_;
     uint64_t rleft = remote_off_[ri] + rsegs[ri].bytes - issued_;
     uint64_t len = std::min({s_.chunk_size, lleft, rleft, ready_ - issued_});
-    uint64_t off = issued_;
-    issued_ += len;  // first: the get's callback may pump again
-    issue(off, len);
+    issue(issued_, len);
+    issued_ += len;
   }
   if (ready_ < total_ && !counter_pending_) {
     // Follow a partial source's counter. While data is still moving, read it again soon, so

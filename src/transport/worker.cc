@@ -28,10 +28,8 @@ namespace {
 std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
 
 // With gets in flight, never sleep longer than this, in case a transport raises no event (the
-// worker's event fd is armed, so completions wake the thread anyway). It was 1 ms: in a chain
-// of 8 over TCP at 1 Gbit/s (cluster in a box, both vCPUs ~92 % busy) every reader then woke
-// 1000 times a second for nothing; 10 ms took the chain from 1.33 to 1.26 x ideal (medians of
-// 9 runs each, interleaved) and ~3 % of the CPU.
+// worker's event fd is armed, so completions wake the thread anyway). At 1 ms a chain of 8
+// readers woke 8000 times a second for nothing (docs/pipeline.md, "busy sleep").
 constexpr auto kBusySleep = std::chrono::microseconds(10000);
 constexpr int kBusyIdleTurns = 4;  // see sleep_until
 }  // namespace

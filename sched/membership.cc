@@ -101,10 +101,11 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   // reserved transaction slots on it are given up (the joining shard gets another source).
   for (auto& [rname, r] : models_.at(m.model).replicas)
     if (r.txn)
-      for (auto& [shard, src] : r.txn->reserved)
+      for (const auto& [shard, src] : r.txn->reserved)
         if (src == id) {
-          unreserve(*r.txn, shard);
-          r.txn->reserved[shard] = 0;
+          const int s = shard;  // unreserve erases the node that `shard` refers to
+          unreserve(*r.txn, s);
+          r.txn->reserved[s] = 0;
           break;
         }
   leave_transaction(m);

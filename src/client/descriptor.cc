@@ -6,7 +6,7 @@
 namespace thub::client {
 
 namespace {
-constexpr uint32_t kDescriptorVersion = 2;  // 2: stream segments, compaction, staging
+constexpr uint32_t kDescriptorVersion = 3;  // 2: stream segments, compaction, staging; 3: fill epoch
 
 void put(Writer& w, const RemoteRegion& r) { w.u64(r.addr).u64(r.bytes).str(r.rkey); }
 RemoteRegion get(Reader& r) {
@@ -22,6 +22,7 @@ std::string encode_descriptor(const Descriptor& d) {
   Writer w;
   w.u32(kDescriptorVersion).str(d.host).i64(d.pid).str(d.worker_address);
   put(w, d.counter);
+  w.u32(d.epoch);
   put(w, d.hashes);
   w.u32(static_cast<uint32_t>(d.tensors.size()));
   for (const auto& t : d.tensors) {
@@ -43,6 +44,7 @@ Descriptor decode_descriptor(const std::string& bytes) {
     d.pid = r.i64();
     d.worker_address = r.str();
     d.counter = get(r);
+    d.epoch = r.u32();
     d.hashes = get(r);
     uint32_t n = r.count(4 + 8 + 8 + 4);
     d.tensors.resize(n);

@@ -28,9 +28,17 @@ struct Descriptor {
   bool staged = false;               // the counter leads even though published: the holder
                                      // still stages its tensors into the stream (copy mode)
   std::vector<RemoteRegion> segments; // the stream as registered regions, in stream order
-  RemoteRegion counter;              // 8 bytes: bytes of the stream this holder has
+  RemoteRegion counter;              // 8 bytes: fill epoch and bytes held (progress_counter.h)
+  uint32_t epoch = 0;                // the fill this descriptor promises (counter's epoch)
   RemoteRegion hashes;               // u64 valid flag + one XXH3 per kHashBlock of the stream
 };
+
+// The registry refuses larger descriptors (they travel in its replies); a shard whose
+// descriptor could exceed it is refused at its first publish/replicate (THUB_ERR_ARG).
+constexpr uint64_t kMaxDescriptorBytes = 32u << 20;
+// Room counted per registered segment for its packed rkey (UCX's are tens to hundreds of bytes).
+constexpr uint64_t kRkeyBound = 1024;
+constexpr uint64_t kWorkerAddressBound = 64u << 10;
 
 std::string encode_descriptor(const Descriptor& d);
 Descriptor decode_descriptor(const std::string& bytes);  // throws Error(kTransport) if malformed

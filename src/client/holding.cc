@@ -18,6 +18,17 @@ namespace {
 constexpr int kMemCuda = 1;
 }
 
+uint64_t descriptor_bound(const TensorTable& table, const StreamPlan& plan, bool copy) {
+  uint64_t n = 256 + kWorkerAddressBound + 3 * kRkeyBound;  // header, address, counter and hashes
+  uint64_t segments = copy ? 1 : (plan.compact_bytes() > 0 ? 1 : 0);
+  for (size_t i = 0; i < table.tensors().size(); ++i) {
+    const Tensor& t = table.tensors()[i];
+    n += 4 + t.name.size() + 8 + 8 + 4;
+    if (!copy && t.bytes > 0 && !plan.packed(i)) ++segments;
+  }
+  return n + segments * (8 + 8 + 4 + kRkeyBound);
+}
+
 void Holding::map(transport::Worker& w, uint64_t threshold, bool copy) {
   plan = StreamPlan(table, threshold);
   copy_mode = copy;
@@ -37,8 +48,8 @@ void Holding::map(transport::Worker& w, uint64_t threshold, bool copy) {
     }
   }
   for (const auto& s : stream.segments()) regions.push_back(w.map(s.addr, s.bytes));
-  counter = std::make_unique<std::atomic<uint64_t>>(0);
-  counter_region = w.map(counter.get(), sizeof(uint64_t));
+  counter = std::make_unique<ProgressCounter>();
+  counter_region = w.map(counter->address(), sizeof(uint64_t));
   hashes.assign(1 + stream.hash_blocks(), 0);
   hash_region = w.map(hashes.data(), hashes.size() * sizeof(uint64_t));
 }
@@ -72,7 +83,7 @@ std::string Holding::where(uint64_t off) const {
   return "tensor '" + t.name + "'" + (plan.packed(plan.tensor_at(off)) ? " (compacted)" : "");
 }
 
-std::string Holding::descriptor(const std::string& worker_address) const {
+std::string Holding::descriptor(const std::string& worker_address, uint32_t fill_epoch) const {
   Descriptor d;
   d.host = host_identity();
   d.pid = static_cast<int64_t>(::getpid());
@@ -89,6 +100,7 @@ std::string Holding::descriptor(const std::string& worker_address) const {
     d.segments.push_back({regions[i]->address(), stream.segments()[i].bytes, regions[i]->packed_rkey()});
   }
   d.counter = {counter_region->address(), sizeof(uint64_t), counter_region->packed_rkey()};
+  d.epoch = fill_epoch;
   d.hashes = {hash_region->address(), hashes.size() * sizeof(uint64_t), hash_region->packed_rkey()};
   return encode_descriptor(d);
 }
@@ -113,8 +125,55 @@ std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t ver
   }
   h->map(w, plan.threshold(), true);
   std::memcpy(h->hashes.data(), hashes.data(), hashes.size() * sizeof(uint64_t));
-  h->counter->store(counter_value(version, plan.total_bytes()), std::memory_order_release);
+  h->epoch = next_fill_epoch();
+  h->counter->store(h->epoch, plan.total_bytes());
   return h;
+}
+
+std::string Holding::mismatch(const Descriptor& src) const {
+  const auto& mine = table.tensors();
+  if (src.tensors.size() != mine.size()) {
+    return "the source has " + std::to_string(src.tensors.size()) + " tensors, this replica " +
+           std::to_string(mine.size());
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (src.tensors[i].name != mine[i].name || src.tensors[i].region.bytes != mine[i].bytes) {
+      return "tensor " + std::to_string(i) + " is '" + mine[i].name + "' (" + std::to_string(mine[i].bytes) +
+             " bytes) here but '" + src.tensors[i].name + "' (" + std::to_string(src.tensors[i].region.bytes) +
+             " bytes) at the source";
+    }
+  }
+  if (!StreamPlan(table, src.compaction_threshold).same_packing(plan)) {
+    return "the source packs tiny tensors with compaction_threshold=" + std::to_string(src.compaction_threshold) +
+           ", this replica with " + std::to_string(plan.threshold()) +
+           ", and they pack different tensors: set the same compaction_threshold on every replica";
+  }
+  // The stream's cut into registered segments may differ (direct vs copy mode), but every
+  // segment must be non-empty, carry a key, and together they must be exactly our stream.
+  uint64_t total = 0;
+  for (size_t i = 0; i < src.segments.size(); ++i) {
+    const RemoteRegion& r = src.segments[i];
+    if (r.bytes == 0 || r.rkey.empty() || r.bytes > plan.total_bytes() - total) {
+      return "the source's stream segment " + std::to_string(i) + " (" + std::to_string(r.bytes) +
+             " bytes) does not fit this replica's stream of " + std::to_string(plan.total_bytes()) + " bytes";
+    }
+    total += r.bytes;
+  }
+  if (total != plan.total_bytes()) {
+    return "the source's stream has " + std::to_string(total) + " bytes, this replica's " +
+           std::to_string(plan.total_bytes());
+  }
+  if (src.counter.bytes != sizeof(uint64_t) || src.counter.rkey.empty() || src.epoch == 0 ||
+      src.epoch > kEpochMask) {
+    return "the source's progress counter is malformed (" + std::to_string(src.counter.bytes) + " bytes, epoch " +
+           std::to_string(src.epoch) + ")";
+  }
+  if (src.hashes.bytes != hash_region_bytes() || src.hashes.rkey.empty()) {
+    return "the source's integrity region has " + std::to_string(src.hashes.bytes) + " bytes, this replica's " +
+           std::to_string(hash_region_bytes());
+  }
+  if (src.worker_address.empty()) return "the source's worker address is empty";
+  return {};
 }
 
 }  // namespace thub::client

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "src/client/layout.h"
+#include "src/client/progress_counter.h"
 #include "src/client/stream.h"
 
 namespace thub::transport {
@@ -26,6 +27,10 @@ class Worker;
 namespace thub::client {
 
 class TensorCopier;
+struct Descriptor;
+
+// An upper bound of the descriptor's size for `table` served as `plan` (copy: one segment).
+uint64_t descriptor_bound(const TensorTable& table, const StreamPlan& plan, bool copy);
 
 struct Holding {
   TensorTable table;
@@ -36,7 +41,8 @@ struct Holding {
   std::unique_ptr<transport::HostBuffer> compact;  // direct mode: the compact segment
   std::unique_ptr<transport::HostBuffer> shadow;   // copy mode: the whole stream
   std::vector<std::unique_ptr<transport::MemoryRegion>> regions;  // per stream segment
-  std::unique_ptr<std::atomic<uint64_t>> counter;
+  std::unique_ptr<ProgressCounter> counter;
+  uint32_t epoch = 0;  // the fill the buffers hold or are being filled with (0: none)
   std::unique_ptr<transport::MemoryRegion> counter_region;
   std::vector<uint64_t> hashes;  // [0] = 1 when valid, then one XXH3 per kHashBlock
   std::unique_ptr<transport::MemoryRegion> hash_region;
@@ -45,7 +51,13 @@ struct Holding {
   // region. Throws Error(kNoMemory).
   void map(transport::Worker& w, uint64_t threshold, bool copy);
   [[nodiscard]] bool mapped() const { return counter_region != nullptr; }
-  [[nodiscard]] std::string descriptor(const std::string& worker_address) const;
+  // How peers read this holding, promising fill `epoch` (the counter's tag once it is filled).
+  [[nodiscard]] std::string descriptor(const std::string& worker_address, uint32_t epoch) const;
+  // Why a source's descriptor cannot be read into this holding (layout, packing, or a length
+  // that does not match this replica's own plan), or "" when it can. Every length and count
+  // a peer sent is checked here before the transfer uses it.
+  [[nodiscard]] std::string mismatch(const Descriptor& src) const;
+  [[nodiscard]] uint64_t hash_region_bytes() const { return hashes.size() * sizeof(uint64_t); }
   // Tensors -> stream for the pieces of stream [a, b) not served in place (the compact
   // segment in direct mode, everything in copy mode). Copies are issued on `c`.
   void stage(uint64_t a, uint64_t b, TensorCopier& c);

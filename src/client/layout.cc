@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/client/progress_counter.h"
 #include "src/common/codec.h"
 #include "src/common/hash.h"
 #include "src/common/status.h"
@@ -10,10 +11,22 @@ namespace thub::client {
 
 void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int memtype) {
   if (name.empty()) throw Error(Code::kArg, "tensor name is empty");
-  if (!addr && bytes > 0) throw Error(Code::kArg, "tensor '" + name + "': null address for " + std::to_string(bytes) + " bytes");
-  for (const auto& t : tensors_) {
-    if (t.name == name) throw Error(Code::kArg, "tensor '" + name + "' is registered twice");
+  if (name.size() > kMaxNameBytes) {
+    throw Error(Code::kArg, "tensor name of " + std::to_string(name.size()) + " bytes is longer than " +
+                                std::to_string(kMaxNameBytes));
   }
+  if (!addr && bytes > 0) throw Error(Code::kArg, "tensor '" + name + "': null address for " + std::to_string(bytes) + " bytes");
+  if (bytes > kMaxShardBytes - total_) {
+    throw Error(Code::kArg, "tensor '" + name + "' of " + std::to_string(bytes) + " bytes takes the shard past " +
+                                std::to_string(kMaxShardBytes) + " bytes (1 TiB): split the model into more shards");
+  }
+  if (bytes > 0 && reinterpret_cast<uintptr_t>(addr) + bytes < reinterpret_cast<uintptr_t>(addr)) {
+    throw Error(Code::kArg, "tensor '" + name + "': " + std::to_string(bytes) + " bytes at this address wrap around");
+  }
+  if (tensors_.size() >= kMaxTensors) {
+    throw Error(Code::kArg, "tensor '" + name + "': a shard holds at most " + std::to_string(kMaxTensors) + " tensors");
+  }
+  if (!names_.insert(name).second) throw Error(Code::kArg, "tensor '" + name + "' is registered twice");
   Tensor t;
   t.name = name;
   t.addr = static_cast<char*>(addr);

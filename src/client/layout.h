@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace thub::client {
@@ -13,6 +14,10 @@ namespace thub::client {
 // Integrity blocks are a fixed size so that every replica of a version agrees on them,
 // whatever chunk size each uses for its transfers.
 constexpr uint64_t kHashBlock = 1u << 20;
+
+// What one shard may register: names travel in every descriptor the registry hands out.
+constexpr size_t kMaxNameBytes = 1024;     // a tensor, model or replica name
+constexpr size_t kMaxTensors = 1u << 20;   // tensors per shard
 
 struct Tensor {
   std::string name;
@@ -24,7 +29,8 @@ struct Tensor {
 
 class TensorTable {
  public:
-  // Throws Error(kArg) for a duplicate name or a null address of a non-empty tensor.
+  // Throws Error(kArg) for a duplicate, empty or too long name, a null address of a non-empty
+  // tensor, memory that wraps around the address space, or a shard past 1 TiB.
   void add(const std::string& name, void* addr, uint64_t bytes, int memtype);
   [[nodiscard]] const std::vector<Tensor>& tensors() const { return tensors_; }
   [[nodiscard]] uint64_t total_bytes() const { return total_; }
@@ -39,6 +45,7 @@ class TensorTable {
 
  private:
   std::vector<Tensor> tensors_;
+  std::unordered_set<std::string> names_;
   uint64_t total_ = 0;
 };
 

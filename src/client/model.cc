@@ -32,6 +32,9 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
     : ctx_(ctx), model_(model), replica_(replica), shard_(shard), num_shards_(num_shards) {
   if (model.empty()) throw Error(Code::kArg, "model name is empty");
   if (replica.empty()) throw Error(Code::kArg, "replica name is empty");
+  if (model.size() > kMaxNameBytes || replica.size() > kMaxNameBytes) {
+    throw Error(Code::kArg, "model and replica names are at most " + std::to_string(kMaxNameBytes) + " bytes");
+  }
   if (num_shards < 1) throw Error(Code::kArg, "num_shards must be >= 1 (got " + std::to_string(num_shards) + ")");
   if (shard < 0 || shard >= num_shards) {
     throw Error(Code::kArg, "shard " + std::to_string(shard) + " is outside [0, " + std::to_string(num_shards) + ")");
@@ -85,10 +88,6 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
 
 void Model::freeze() {
   if (frozen_) return;
-  if (live_.table.total_bytes() > kMaxShardBytes) {
-    throw Error(Code::kArg, "the shard's tensors add up to " + std::to_string(live_.table.total_bytes()) +
-                                " bytes; one shard holds at most 1 TiB (split the model into more shards)");
-  }
   if (live_.table.empty()) {
     throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
   }
@@ -103,6 +102,14 @@ void Model::freeze() {
   if (!copy && any_cuda && cfg.verify) {
     throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
   }
+  // Every reader is handed our descriptor by the registry: it must fit its messages.
+  if (uint64_t n = descriptor_bound(live_.table, StreamPlan(live_.table, cfg.compaction_threshold), copy);
+      n > kMaxDescriptorBytes) {
+    throw Error(Code::kArg, "the shard's " + std::to_string(live_.table.tensors().size()) +
+                                " tensors would make a descriptor of up to " + std::to_string(n) + " bytes, more than " +
+                                std::to_string(kMaxDescriptorBytes) +
+                                ": register fewer tensors (or shorter names), or split the shard");
+  }
   live_.map(ctx_.worker(), cfg.compaction_threshold, copy);
   stats_.compact_bytes = live_.plan.compact_bytes();
   stats_.compacted_tensors = live_.plan.packed_count();
@@ -110,10 +117,10 @@ void Model::freeze() {
   frozen_ = true;
 }
 
-void Model::stage_async(int64_t version) {
+void Model::stage_async(uint32_t fill) {
   // Runs while we are published: the user keeps the tensors unchanged until unpublish
   // returns, and unpublish (or the next transfer) joins this thread first.
-  stager_ = std::thread([this, version] {
+  stager_ = std::thread([this, fill] {
     int64_t t0 = now_us();
     try {
       TensorCopier c;
@@ -122,7 +129,7 @@ void Model::stage_async(int64_t version) {
         uint64_t end = std::min(total, off + kStageSlice);
         live_.stage(off, end, c);
         c.finish();
-        live_.counter->store(counter_value(version, end), std::memory_order_release);  // data, then the counter
+        live_.counter->store(fill, end);  // data, then the counter
       }
     } catch (const std::exception& e) {
       // Readers see the counter stop and fail over (stall watchdog); say why here.
@@ -145,12 +152,17 @@ void Model::publish(int64_t version) {
   freeze();
   finish_staging();
   live_.staged = false;
+  // New content: a new fill (progress_counter.h). Readers of an earlier fill of these
+  // buffers that the registry forgot (a stopped reader, a registry failover) see the epoch
+  // change and refuse what they read.
+  live_.counter->invalidate();
+  live_.epoch = next_fill_epoch();
   if (live_.copy_mode && !ctx_.config().verify) {
     // Readers follow our counter as the staging thread advances it (descriptor flag).
-    live_.counter->store(0, std::memory_order_release);
+    live_.counter->store(live_.epoch, 0);
     live_.hashes[0] = 0;
     live_.staged = true;
-    stage_async(version);
+    stage_async(live_.epoch);
     publish_locked(version);
     return;
   }
@@ -175,13 +187,13 @@ void Model::publish(int64_t version) {
 
 void Model::publish_locked(int64_t version) {
   // While staging runs the stager owns the counter; it ends at the total.
-  if (!live_.staged) live_.counter->store(counter_value(version, live_.plan.total_bytes()), std::memory_order_release);
+  if (!live_.staged) live_.counter->store(live_.epoch, live_.plan.total_bytes());
   sched::Reply r = ask([&] {
-    return sched::Event{
-        sched::Publish{0, 0, member_, version, live_.table.layout_hash(), live_.descriptor(ctx_.worker().address())}};
+    return sched::Event{sched::Publish{0, 0, member_, version, live_.table.layout_hash(),
+                                       live_.descriptor(ctx_.worker().address(), live_.epoch)}};
   });
   if (r.status != sched::Status::kOk) {
-    if (!live_.staged) live_.counter->store(0, std::memory_order_release);
+    if (!live_.staged) live_.counter->invalidate();
     raise(static_cast<int>(r.status), "publish of version " + std::to_string(version), r.detail);
   }
   held_ = version;
@@ -214,71 +226,69 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
   auto& reg = ctx_.registry();
   uint64_t layout = live_.table.layout_hash();
   const std::string& self = ctx_.worker().address();
+  // The fill this transfer makes: readers of us as a partial source are given it with our
+  // descriptor, and follow our counter only while it shows it.
+  const uint32_t fill = next_fill_epoch();
   // Ask for a version and a source. When we hold `newer_than` and something newer exists,
   // the registry hides our old holding and answers only once nobody reads it any more, so
   // the buffers may be overwritten then (the atomic update of sched/update.cc); if nothing
   // is newer, or the answer is an error, we still hold and serve the old version.
   sched::Reply r = ask([&] {
-    return sched::Event{sched::Replicate{0, 0, member_, spec, newer_than, layout, live_.descriptor(self)}};
+    return sched::Event{sched::Replicate{0, 0, member_, spec, newer_than, layout, live_.descriptor(self, fill)}};
   });
-  const uint64_t gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
+  uint64_t gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
   if (r.status == sched::Status::kNotUpdated) {
     *not_updated = true;
     return held_;
   }
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "replicate", r.detail);
-  // From here on our buffers are being overwritten: we hold no complete version.
+  // From here on our buffers are being overwritten: we hold no complete version. Readers of
+  // our previous fill that the registry forgot see the counter change before any byte does.
   published_ = false;
   held_ = -1;
   live_.staged = false;
-  live_.counter->store(0, std::memory_order_release);
+  live_.counter->invalidate();
+  live_.epoch = fill;
+  live_.counter->store(fill, 0);
   live_.hashes[0] = 0;
-  int64_t version = r.version;
+  const int64_t version = r.version;
   uint64_t delivered = 0;  // stream bytes copied out to the tensors (unpacking / copy mode)
   TensorCopier copier;
   stats_.unpack_us = 0;
   uint64_t lease = r.lease;
-  uint64_t have = 0;
+  uint64_t have = 0;  // bytes read and checked against their source's counter
+  // Our own answer to an error: the registry forgets our partial holding (best effort: it
+  // may be gone too), and nobody takes what the counter showed.
+  auto give_up = [&](int status, const std::string& detail) {
+    live_.counter->invalidate();
+    try {
+      (void)reg.call(sched::Unpublish{0, 0, member_}, cfg.timeout_ms);
+    } catch (const Error&) {
+    }
+    raise(status, "replicate of version " + std::to_string(version), detail);
+  };
   for (;;) {
     if (r.source_partial) stats_.partial_sources++;
-    Descriptor src = decode_descriptor(r.source_descriptor);
-    const auto& mine = live_.table.tensors();
-    std::string mismatch;
-    if (src.tensors.size() != mine.size()) {
-      mismatch = "the source has " + std::to_string(src.tensors.size()) + " tensors, this replica " +
-                 std::to_string(mine.size());
+    Descriptor src;
+    try {
+      src = decode_descriptor(r.source_descriptor);
+    } catch (const Error& e) {
+      give_up(static_cast<int>(Code::kTransport), e.what());
     }
-    for (size_t i = 0; mismatch.empty() && i < mine.size(); ++i) {
-      if (src.tensors[i].name != mine[i].name || src.tensors[i].region.bytes != mine[i].bytes) {
-        mismatch = "tensor " + std::to_string(i) + " is '" + mine[i].name + "' (" + std::to_string(mine[i].bytes) +
-                   " bytes) here but '" + src.tensors[i].name + "' (" + std::to_string(src.tensors[i].region.bytes) +
-                   " bytes) at the source";
-      }
-    }
-    if (mismatch.empty() && !StreamPlan(live_.table, src.compaction_threshold).same_packing(live_.plan)) {
-      mismatch = "the source packs tiny tensors with compaction_threshold=" + std::to_string(src.compaction_threshold) +
-                 ", this replica with " + std::to_string(live_.plan.threshold()) +
-                 ", and they pack different tensors: set the same compaction_threshold on every replica";
-    }
-    uint64_t src_total = 0;
-    for (const auto& sg : src.segments) src_total += sg.bytes;
-    if (mismatch.empty() && src_total != live_.plan.total_bytes()) {
-      mismatch = "the source's stream has " + std::to_string(src_total) + " bytes, this replica's " +
-                 std::to_string(live_.plan.total_bytes());
-    }
-    if (!mismatch.empty()) {
-      (void)reg.call(sched::Unpublish{0, 0, member_}, cfg.timeout_ms);
-      raise(static_cast<int>(Code::kLayout), "replicate", mismatch);
+    if (std::string mismatch = live_.mismatch(src); !mismatch.empty()) {
+      give_up(static_cast<int>(Code::kLayout), mismatch);
     }
     bool follow_counter = r.source_partial || src.staged;
     TransferSpec ts;
     ts.local = &live_.stream;
     ts.source = std::move(src);
     ts.source_partial = follow_counter;
+    ts.source_may_lag = r.source_partial;
     ts.start = have;
     ts.counter = live_.counter.get();
-    ts.version = version;
+    ts.epoch = fill;
     ts.hashes = live_.hashes.data();
+    ts.hash_bytes = live_.hash_region_bytes();
     ts.verify = cfg.verify;
     // A reader of a partial source can ask only for what its source holds, and the next hop
     // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
@@ -289,8 +299,8 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
     auto watch = std::make_shared<PrefixWatch>();
     ts.watch = watch;
     auto fut = start_transfer(ctx_.worker(), std::move(ts));
-    // Copy out what has arrived (the compact segment: unpack; copy mode: everything) while
-    // the gets of the rest go on.
+    // Copy out what has arrived and been checked (the compact segment: unpack; copy mode:
+    // everything) while the gets of the rest go on.
     const uint64_t need = live_.staged_bytes();
     while (delivered < need) {
       auto [prefix, closed] = watch->wait_beyond(delivered);
@@ -322,7 +332,9 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
       stats_.replications++;
       held_ = version;
       published_ = true;
-      if (reg.generation() != gen) return version;  // a new registry: reregister() publishes it
+      // Every byte was checked against the source's counter: it is this version whatever
+      // became of the registry that granted it. A new registry: reregister() publishes it.
+      if (reg.generation() != gen) return version;
       try {
         sched::Reply d = reg.call(sched::TransferDone{0, 0, member_, lease}, cfg.timeout_ms);
         if (d.status != sched::Status::kOk) raise(static_cast<int>(d.status), "transfer done", d.detail);
@@ -332,17 +344,24 @@ int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
       }
       return version;
     }
-    if (!res.source_failed) {
-      (void)reg.call(sched::Unpublish{0, 0, member_}, cfg.timeout_ms);
-      raise(static_cast<int>(res.code), "replicate of version " + std::to_string(version), res.error);
-    }
-    // The source failed: report how far we got and resume from another one.
+    if (!res.source_failed) give_up(static_cast<int>(res.code), res.error);
+    // The source failed (or changed under us): report how far we got and resume elsewhere.
     stats_.source_failures++;
-    r = reg.call(sched::SourceFailed{0, 0, member_, lease, have}, cfg.timeout_ms);
-    if (r.status != sched::Status::kOk) {
-      raise(static_cast<int>(r.status == sched::Status::kVersionLost ? r.status : sched::Status::kTransport),
-            "replicate of version " + std::to_string(version), res.error + "; no other source: " + r.detail);
+    if (reg.wait_connected() != gen) {
+      // The registry that granted us is gone, and with it our lease: ask the new one for the
+      // same version, resuming from what we have (the bytes are the version's, checked).
+      r = ask([&] {
+        return sched::Event{sched::Replicate{0, 0, member_, version, -1, layout, live_.descriptor(self, fill)}};
+      });
+      gen = gen_;
+    } else {
+      r = reg.call(sched::SourceFailed{0, 0, member_, lease, have}, cfg.timeout_ms);
     }
+    if (r.status != sched::Status::kOk) {
+      give_up(static_cast<int>(r.status == sched::Status::kVersionLost ? r.status : sched::Status::kTransport),
+              res.error + "; no other source: " + r.detail);
+    }
+    if (r.version != version) give_up(static_cast<int>(Code::kInternal), "the registry granted another version");
     lease = r.lease;
   }
 }
@@ -360,7 +379,7 @@ void Model::unpublish_locked() {
   if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "unpublish", r.detail);
   published_ = false;
   held_ = -1;
-  live_.counter->store(0, std::memory_order_release);
+  live_.counter->invalidate();  // before we return, so before the user overwrites anything
 }
 
 void Model::offload(uint64_t member, int64_t version) {
@@ -370,7 +389,7 @@ void Model::offload(uint64_t member, int64_t version) {
   std::string desc;
   try {
     copy = live_.copy_to_host(ctx_.worker(), version);
-    desc = copy->descriptor(ctx_.worker().address());
+    desc = copy->descriptor(ctx_.worker().address(), copy->epoch);
   } catch (const Error& e) {
     ctx_.set_last_error(std::string("retention offload of version ") + std::to_string(version) + " failed: " + e.what());
     return;  // the registry keeps waiting; the unpublish completes once readers are gone
@@ -432,7 +451,7 @@ void Model::ensure_registered() {
 bool Model::stat(const std::string& key, int64_t* value) const {
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
   if (key == "held_version") *value = held_;
-  else if (key == "bytes_held") *value = live_.counter ? u(counter_bytes(live_.counter->load(std::memory_order_acquire))) : 0;
+  else if (key == "bytes_held") *value = live_.counter ? u(counter_bytes(live_.counter->load())) : 0;
   else if (key == "total_bytes") *value = u(live_.table.total_bytes());
   else if (key == "replications") *value = u(stats_.replications);
   else if (key == "partial_sources") *value = u(stats_.partial_sources);

@@ -40,6 +40,7 @@ class Job : public std::enable_shared_from_this<Job> {
   void on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err);
   void poll_counter();
   void on_counter(bool ok, const std::string& err);
+  void accept(uint64_t upto);
   void fail(Code code, const std::string& err, bool source_failed);
   size_t remote_segment(uint64_t off) const;
   void finish();
@@ -59,15 +60,22 @@ class Job : public std::enable_shared_from_this<Job> {
   std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
   std::unique_ptr<RemoteKey> counter_key_;
   std::unique_ptr<RemoteKey> hash_key_;
+  // The source's integrity region is read here first and copied to ours on completion: a
+  // read abandoned by the watchdog that completes late lands in the job, not in our region.
+  std::vector<uint64_t> hash_buf_;
 
   uint64_t total_ = 0;
   uint64_t issued_ = 0;     // next stream offset to request
-  uint64_t prefix_ = 0;     // contiguous bytes held
+  uint64_t prefix_ = 0;     // contiguous bytes landed
+  uint64_t checked_ = 0;    // of those, bytes a later read of the source's counter vouched for
   uint64_t ready_ = 0;      // bytes the source holds (as last seen)
+  uint64_t probe_ = 0;      // prefix_ when the counter read in flight was issued
   std::map<uint64_t, uint64_t> completed_;  // completed ranges beyond the prefix: start -> end
   int inflight_ = 0;
-  bool counter_pending_ = false;
+  bool counter_pending_ = false;  // a counter read in flight or scheduled
+  bool hashes_pending_ = false;
   bool hashes_ready_ = false;
+  bool seen_fill_ = false;  // the source's counter has shown the fill it was granted with
   uint64_t remote_counter_ = 0;
   int64_t backoff_us_ = 20;
   int64_t last_progress_ = 0;
@@ -81,32 +89,46 @@ class Job : public std::enable_shared_from_this<Job> {
 void Job::start() {
   const auto& rsegs = s_.source.segments;
   total_ = s_.local->total_bytes();
-  prefix_ = issued_ = std::min(s_.start, total_);
+  prefix_ = issued_ = checked_ = std::min(s_.start, total_);
   next_verify_block_ = prefix_ / kHashBlock;
   last_progress_ = now_us();
   try {
+    // The caller checked the descriptor against our plan (Holding::mismatch); these are the
+    // executor's own bounds, so that nothing a peer sent can make it write outside our memory.
+    uint64_t sum = 0;
+    for (const auto& r : rsegs) {
+      if (r.bytes == 0 || r.bytes > total_ - sum) throw Error(Code::kLayout, "the source's stream does not match ours");
+      sum += r.bytes;
+    }
+    if (sum != total_ || s_.source.hashes.bytes != s_.hash_bytes || s_.source.counter.bytes != sizeof(uint64_t)) {
+      throw Error(Code::kLayout, "the source's descriptor does not match this replica's stream");
+    }
+  } catch (const Error& e) {
+    fail(e.code(), e.what(), false);
+    return;
+  }
+  try {
     local_ = s_.source.host == host_identity();
-    peer_ = w_.peer(s_.source.worker_address, !local_);
+    bool error_handling = !local_ || w_.detects_local_peer_failure();
+    peer_ = w_.peer(s_.source.worker_address, error_handling);
     uint64_t off = 0;
     for (const auto& r : rsegs) {
       remote_off_.push_back(off);
       off += r.bytes;
       keys_.push_back(std::make_unique<RemoteKey>(peer_, r.rkey));
     }
-    if (s_.source_partial) {
-      // The counter is read on its own endpoint: on the data endpoint its reply would wait
-      // behind every chunk already asked for, and the reader would learn of new bytes only
-      // after its link had gone idle.
-      counter_peer_ = w_.peer(s_.source.worker_address, !local_, 1);
-      counter_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.counter.rkey);
-    }
-    if (s_.source.hashes.bytes > 0) hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
+    // The counter is read on its own endpoint: on the data endpoint its reply would wait
+    // behind every chunk already asked for, and the reader would learn of new bytes only
+    // after its link had gone idle.
+    counter_peer_ = w_.peer(s_.source.worker_address, error_handling, 1);
+    counter_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.counter.rkey);
+    hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
   } catch (const Error& e) {
     fail(Code::kTransport, e.what(), true);
     return;
   }
   ready_ = s_.source_partial ? 0 : total_;
-  if (total_ == 0 || prefix_ == total_) {
+  if (total_ == 0 || checked_ == total_) {
     finish();
     return;
   }
@@ -121,27 +143,26 @@ void Job::start() {
 void Job::fetch_hashes() {
   // Integrity hashes travel with the data, so that a replica serves them in turn. A source's
   // hash region is complete before its counter first advances.
-  if (!hash_key_ || s_.source.hashes.bytes == 0) {
-    if (s_.verify) {
-      fail(Code::kState, "verify is on but the source has no checksums (publish with verify=true)", false);
-      return;
-    }
-    hashes_ready_ = true;
-    pump();
-    return;
-  }
+  if (hashes_pending_ || hashes_ready_) return pump();
+  hashes_pending_ = true;
+  hash_buf_.assign(s_.hash_bytes / sizeof(uint64_t), 0);
   auto self = shared_from_this();
   inflight_++;
-  w_.get(peer_, s_.hashes, s_.source.hashes.bytes, s_.source.hashes.addr, *hash_key_,
+  w_.get(peer_, hash_buf_.data(), s_.hash_bytes, s_.source.hashes.addr, *hash_key_,
          [self](bool ok, const std::string& err) {
            self->inflight_--;
+           self->hashes_pending_ = false;
            if (self->finished_) return;
-           if (!ok) return self->fail(Code::kTransport, "reading the source's checksums: " + err, true);
-           if (self->s_.verify && self->s_.hashes[0] != 1) {
-             return self->fail(Code::kState,
-                               "verify is on but the source published without checksums (set verify=true there too)",
-                               false);
+           if (!ok) {
+             self->fail(Code::kTransport, "reading the source's checksums: " + err, true);
+             return self->pump();
            }
+           if (self->s_.verify && self->hash_buf_[0] != 1) {
+             self->fail(Code::kState,
+                        "verify is on but the source published without checksums (set verify=true there too)", false);
+             return self->pump();
+           }
+           std::copy(self->hash_buf_.begin(), self->hash_buf_.end(), self->s_.hashes);
            self->hashes_ready_ = true;
            self->pump();
          });
@@ -165,7 +186,8 @@ void Job::pump() {
     issue(issued_, len);
     issued_ += len;
   }
-  if (ready_ < total_ && !counter_pending_) {
+  if (counter_pending_) return;
+  if (ready_ < total_) {
     // Follow a partial source's counter. While data is still moving, read it again soon, so
     // that the next bytes can be asked for as soon as the last ones land (each hop of a chain
     // then lags its source by about one chunk); when starved, back off so that a waiting
@@ -182,6 +204,8 @@ void Job::pump() {
       if (!self->finished_) self->poll_counter();
     });
     if (starved) backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
+  } else if (prefix_ > checked_ && hashes_ready_) {
+    poll_counter();  // vouch for what has landed since the last read
   }
 }
 
@@ -210,19 +234,22 @@ void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) 
   stats_.bytes += len;
   last_progress_ = now_us();
   completed_[off] = off + len;
-  uint64_t before = prefix_;
   while (!completed_.empty() && completed_.begin()->first == prefix_) {
     prefix_ = completed_.begin()->second;
     completed_.erase(completed_.begin());
   }
-  if (prefix_ != before && fail_code_ == Code::kSuccess) {
-    if (s_.verify && !verify_upto(prefix_)) return pump();
-    // Data first, then the counter: a reader that sees the counter finds the bytes there.
-    s_.counter->store(counter_value(s_.version, prefix_), std::memory_order_release);
-    if (s_.watch) s_.watch->advance(prefix_);
-  }
-  if (prefix_ == total_ && fail_code_ == Code::kSuccess) return finish();
   pump();
+}
+
+// Bytes [checked_, upto) landed before a counter read that still showed the source's fill:
+// they are the granted version's. Only now do they count, are verified, and show in our
+// own counter (data first, then the counter) for the readers chained on us.
+void Job::accept(uint64_t upto) {
+  if (upto <= checked_) return;
+  checked_ = upto;
+  if (s_.verify && !verify_upto(checked_)) return;
+  s_.counter->store(s_.epoch, checked_);
+  if (s_.watch) s_.watch->advance(checked_);
 }
 
 bool Job::verify_upto(uint64_t prefix) {
@@ -249,6 +276,7 @@ void Job::poll_counter() {
   if (finished_ || fail_code_ != Code::kSuccess || counter_pending_) return pump();
   auto self = shared_from_this();
   counter_pending_ = true;
+  probe_ = prefix_;  // what this read can vouch for: only bytes that landed before it
   stats_.counter_reads++;
   w_.get(counter_peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
          [self](bool ok, const std::string& err) { self->on_counter(ok, err); });
@@ -261,19 +289,43 @@ void Job::on_counter(bool ok, const std::string& err) {
     fail(Code::kTransport, "reading the source's progress counter: " + err, true);
     return pump();
   }
-  uint64_t seen = std::min(counter_bytes_of(remote_counter_, s_.version), total_);
-  if (seen > ready_) {
-    ready_ = seen;
-    backoff_us_ = 20;
-    last_progress_ = now_us();
+  if (counter_epoch(remote_counter_) == s_.source.epoch) {
+    seen_fill_ = true;
+    uint64_t n = std::min(counter_bytes(remote_counter_), total_);
+    if (!s_.source_partial && n < total_) {
+      fail(Code::kTransport,
+           "the source was granted as a complete holder but its progress counter shows " + std::to_string(n) +
+               " of " + std::to_string(total_) + " bytes",
+           true);
+      return pump();
+    }
+    if (s_.source_partial && n > ready_) {
+      ready_ = n;
+      backoff_us_ = 20;
+      last_progress_ = now_us();
+    }
+    accept(std::min(probe_, n));
+    if (fail_code_ != Code::kSuccess) return pump();
+  } else if (seen_fill_ || !s_.source_may_lag) {
+    // The source's buffers were given up (unpublished, refilled) since the grant: nothing
+    // read from them since the last good counter read is trusted. Resume elsewhere.
+    fail(Code::kTransport,
+         "the source's buffers changed during the transfer (its progress counter no longer shows the fill it "
+         "was granted with); bytes up to " + std::to_string(checked_) + " were checked before that",
+         true);
+    return pump();
   }
+  // (else: a partial source granted before it reset its counter from an earlier fill)
+  if (checked_ == total_) return finish();
   if (!hashes_ready_ && ready_ > 0) return fetch_hashes();
   pump();
 }
 
 // Gets to a dead or stuck source may never complete (no peer failure handling over shared
 // memory; a stopped process over TCP): give up on them, report the source, and resume
-// elsewhere. The abandoned gets can only ever write the same bytes of the same version.
+// elsewhere from the checked bytes. Endpoints with error handling are closed, which cancels
+// what is in flight; the rest may still complete into memory we resume into, but only with
+// bytes read from a source that had not been told to give them up (it was stuck).
 void Job::watchdog() {
   if (finished_) return;
   if (local_ && !process_alive(s_.source.pid)) {
@@ -282,7 +334,11 @@ void Job::watchdog() {
     check_stall();  // gets, or a counter read, to a source that stopped answering
   }
   if (fail_code_ != Code::kSuccess) {
-    if (peer_ && local_ && !process_alive(s_.source.pid)) w_.forget_peer(peer_);
+    if (peer_ && local_ && !process_alive(s_.source.pid)) {
+      w_.forget_peer(peer_);
+    } else if (peer_ && (inflight_ > 0 || counter_pending_)) {
+      w_.cancel_peer(peer_);
+    }
     finish();  // abandon what is in flight
     return;
   }
@@ -312,15 +368,16 @@ void Job::finish() {
   r.code = fail_code_;
   r.error = fail_err_;
   r.source_failed = fail_source_;
-  r.held = prefix_;
+  r.held = checked_;
   r.stats = stats_;
-  if (s_.watch) s_.watch->close(prefix_);
+  if (s_.watch) s_.watch->close(checked_);
   if (inflight_ == 0 && !counter_pending_) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();
     counter_key_.reset();
     hash_key_.reset();
     peer_.reset();
+    counter_peer_.reset();
   }
   done_.set_value(std::move(r));
 }

@@ -1,8 +1,10 @@
 // The pipelined transfer executor: reads a source replica-shard's stream into ours with
 // chunked one-sided gets, on the progress thread. A partial source (still receiving) is
 // followed through its progress counter: read the counter, fetch the ready prefix, re-read
-// with back-off. Our own counter advances as the contiguous prefix completes, so that we
-// in turn serve others while we receive.
+// with back-off. Every source's counter is also read after the bytes land (a seqlock, see
+// progress_counter.h): bytes count as held only when a counter read issued after they
+// landed still shows the source's fill. Our own counter advances over those bytes, so that
+// we in turn serve others while we receive, and never pass on what we have not checked.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include "src/client/descriptor.h"
 #include "src/client/layout.h"
+#include "src/client/progress_counter.h"
 #include "src/client/stream.h"
 #include "src/common/status.h"
 
@@ -45,11 +48,13 @@ class PrefixWatch {
 struct TransferSpec {
   const Stream* local = nullptr;            // where our stream lives (segments)
   Descriptor source;
-  bool source_partial = false;
-  uint64_t start = 0;                       // resume point (bytes of the stream we hold)
-  std::atomic<uint64_t>* counter = nullptr; // our progress counter, advanced as we go
-  int64_t version = 0;                      // the version granted (tags both counters)
+  bool source_partial = false;              // follow the source's counter for what is ready
+  bool source_may_lag = false;              // its counter may still show an earlier fill at first
+  uint64_t start = 0;                       // resume point (bytes of the stream we hold, checked)
+  ProgressCounter* counter = nullptr;       // our progress counter, advanced as we go
+  uint32_t epoch = 0;                       // our fill (tags our counter)
   uint64_t* hashes = nullptr;               // our integrity region: flag + one hash per block
+  uint64_t hash_bytes = 0;                  // its size (the source's must be the same)
   bool verify = false;
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;
@@ -68,7 +73,7 @@ struct TransferResult {
   Code code = Code::kSuccess;
   std::string error;
   bool source_failed = false;   // the source (not our data) is at fault: ask for another
-  uint64_t held = 0;            // contiguous bytes we now hold
+  uint64_t held = 0;            // contiguous bytes we now hold, checked against the source's counter
   TransferStats stats;
 };
 

@@ -65,6 +65,7 @@ struct Worker::Impl {
   std::vector<void*> closing;                          // ep close requests in flight
   std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
+  bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
   int busy_idle = 0;     // ucp_worker_arm said BUSY this many times in a row with nothing done
 
@@ -73,6 +74,9 @@ struct Worker::Impl {
   void shutdown();
   void fail_peer(Peer* p, ucs_status_t st);
   void reap_closing();  // free endpoint-close requests that have completed
+  // Drops a cached endpoint: closed (FORCE, cancelling what is in flight) when it has error
+  // handling, else kept open until the worker goes (closing it could block on a dead peer).
+  void retire(const std::shared_ptr<Peer>& p);
   void wake();
   void sleep_until(Clock::time_point until, bool progressed);
   void post(std::function<void()> fn);
@@ -131,6 +135,20 @@ void Worker::Impl::init() {
       st = ucp_config_modify(config, key, "64K");
       if (st != UCS_OK) std::fprintf(stderr, "tensorhub: warning: UCX TCP_%s not set: %s\n", key, status_text(st).c_str());
     }
+  }
+  {
+    const char* env = std::getenv("UCX_TLS");
+    std::string tls = env ? env : opts.tls;
+    bool all = !tls.empty();
+    size_t start = 0;
+    while (all && start <= tls.size()) {
+      size_t comma = tls.find(',', start);
+      std::string t = tls.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      all = t == "tcp" || t == "self";
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    local_failure_detected = all;
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -383,9 +401,11 @@ std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
   std::unique_ptr<MemoryRegion> out;
   call([&] {
     ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;
     mp.address = addr;
     mp.length = len;
+    // Peers only ever read what we serve: no remote write (UCX's default allows it).
+    mp.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
     ucp_mem_h memh = nullptr;
     ucs_status_t st = ucp_mem_map(impl_->ctx, &mp, &memh);
     if (st != UCS_OK) {
@@ -419,16 +439,7 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
     // A failed endpoint is closed and forgotten; its operations already completed with errors.
     std::shared_ptr<Peer> old = it->second;
     impl_->peers.erase(it);
-    if (old->ep && old->error_handling) {
-      ucp_request_param_t prm{};
-      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* r = ucp_ep_close_nbx(old->ep, &prm);
-      if (UCS_PTR_IS_PTR(r)) impl_->closing.push_back(r);
-      old->ep = nullptr;
-    } else if (old->ep) {
-      impl_->abandoned.push_back(old);
-    }
+    impl_->retire(old);
   }
   auto p = std::make_shared<Peer>();
   p->address = address;
@@ -466,6 +477,37 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
   }
   if (!peer->failed) abandon(peer);  // already dropped from the cache (replaced)
 }
+
+void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
+  p->failed = true;
+  if (p->error.empty()) p->error = "closed: the peer stopped answering";
+  if (p->ep && p->error_handling) {
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = ucp_ep_close_nbx(p->ep, &prm);
+    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+    p->ep = nullptr;
+  } else if (p->ep) {
+    abandoned.push_back(p);
+  }
+}
+
+void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
+  auto& peers = impl_->peers;
+  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == peer->address) {
+    if (!it->second->error_handling) {
+      ++it;
+      continue;
+    }
+    std::shared_ptr<Peer> p = it->second;
+    it = peers.erase(it);
+    impl_->retire(p);
+  }
+}
+
+bool Worker::detects_local_peer_failure() const { return impl_->local_failure_detected; }
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {

@@ -56,6 +56,13 @@ class Worker {
   // endpoint to its worker; later calls to peer() create fresh ones; operations still in
   // flight are abandoned.
   void forget_peer(const std::shared_ptr<Peer>& peer);
+  // Close every lane's endpoint to a peer that stopped answering, cancelling what is in
+  // flight to it, where the endpoints have error handling (otherwise UCX cannot close them
+  // safely and they stay open; see forget_peer). Later calls to peer() create fresh ones.
+  void cancel_peer(const std::shared_ptr<Peer>& peer);
+  // True when every transport this worker may use detects a failed peer (TCP and self only,
+  // e.g. transfer_mode=tcp), so that peers on this host get error handling too.
+  [[nodiscard]] bool detects_local_peer_failure() const;
   // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread, never
   // before get() has returned (a completion inside UCX's call is deferred to the loop).
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,

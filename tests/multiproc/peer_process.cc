@@ -52,13 +52,15 @@ PeerProcess::~PeerProcess() {
     [[maybe_unused]] ssize_t n = write(in_, "quit\n", 5);
     close(in_);
   }
-  // Give it a moment to finalize; then make sure it is gone.
+  // Give it a moment to finalize (a program that does not read stdin, such as the registry
+  // daemon, is asked with SIGTERM); then make sure it is gone.
   int status = 0;
   for (int i = 0; i < 100; ++i) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       break;
     }
+    if (i == 10) ::kill(pid_, SIGTERM);
     poll(nullptr, 0, 50);
   }
   if (pid_ > 0) {

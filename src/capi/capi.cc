@@ -9,67 +9,79 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "src/capi/handle_table.h"
 #include "src/client/context.h"
 #include "src/client/model.h"
 #include "src/common/info.h"
+#include "src/common/info_keys.h"
 #include "src/common/status.h"
 
 namespace {
 
-// Handles carry a magic number so that a stale or foreign pointer is refused, not used.
-constexpr uint32_t kInfoMagic = 0x1f0a11f0, kCtxMagic = 0xc0417e47, kModelMagic = 0x40de1a11,
-                   kReqMagic = 0x4e90e577;
-
-thread_local std::string t_init_error;  // THUB_Last_error(THUB_CONTEXT_NULL)
-
-}  // namespace
-
-struct THUB_Info_s {
-  uint32_t magic = kInfoMagic;
+// The objects behind the handles (handle_table.h). Every entry point looks its handles up;
+// nothing here dereferences a pointer the caller handed in as a handle.
+struct InfoObj {
   thub::InfoMap map;
 };
 
-struct THUB_Model_s;
-
-struct THUB_Context_s {
-  uint32_t magic = kCtxMagic;
+struct CtxObj {
+  std::shared_mutex life;  // shared while a call uses ctx; unique to destroy it
   std::unique_ptr<thub::client::Context> ctx;
   std::mutex mu;
-  std::set<THUB_Model_s*> models;
+  std::set<uintptr_t> models;  // handles of the models open on it
+  std::atomic<bool> finalizing{false};
 };
 
-struct THUB_Request_s;
-
-struct THUB_Model_s {
-  uint32_t magic = kModelMagic;
-  THUB_Context_s* owner = nullptr;
+struct ModelObj {
+  std::shared_ptr<CtxObj> owner;
+  std::shared_mutex life;  // shared while a call uses model; unique to destroy it
   std::unique_ptr<thub::client::Model> model;
-  std::atomic<THUB_Request_s*> outstanding{nullptr};
   std::mutex busy;  // one operation at a time per model
+  std::atomic<uintptr_t> outstanding{0};  // the nonblocking request running on it
 };
 
-struct THUB_Request_s {
-  uint32_t magic = kReqMagic;
-  THUB_Model_s* m = nullptr;
+struct ReqObj {
+  std::shared_ptr<ModelObj> m;
+  std::mutex join_mu;  // THUB_Wait from two threads at once joins once
   std::thread thread;
   std::atomic<bool> done{false};
   int status = THUB_SUCCESS;
   int64_t got = -1;
 };
 
-namespace {
+thub::capi::HandleTable<InfoObj, 1> g_infos;
+thub::capi::HandleTable<CtxObj, 2> g_contexts;
+thub::capi::HandleTable<ModelObj, 3> g_models;
+thub::capi::HandleTable<ReqObj, 4> g_requests;
 
-void record(THUB_Context_s* c, const std::string& s) {
-  if (c && c->ctx) c->ctx->set_last_error(s);
-  else t_init_error = s;
+uintptr_t raw(const void* h) { return reinterpret_cast<uintptr_t>(h); }
+template <typename H>
+H handle(uintptr_t v) {
+  return reinterpret_cast<H>(v);
+}
+
+thread_local std::string t_init_error;  // THUB_Last_error(THUB_CONTEXT_NULL)
+
+void record(CtxObj* c, const std::string& s) {
+  if (c) {
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (c->ctx) {
+      c->ctx->set_last_error(s);
+      return;
+    }
+  }
+  t_init_error = s;
 }
 
 // Runs `f`, mapping exceptions to status codes and recording their detail on `c`.
 template <typename F>
-int guard(THUB_Context_s* c, F&& f) {
+int guard(CtxObj* c, F&& f) {
   try {
     return f();
   } catch (const thub::Error& e) {
@@ -87,57 +99,103 @@ int guard(THUB_Context_s* c, F&& f) {
   }
 }
 
-bool valid(const THUB_Info_s* i) { return i && i->magic == kInfoMagic; }
-bool valid(const THUB_Context_s* c) { return c && c->magic == kCtxMagic && c->ctx; }
-bool valid(const THUB_Model_s* m) { return m && m->magic == kModelMagic && m->model; }
-bool valid(const THUB_Request_s* r) { return r && r->magic == kReqMagic; }
-
-int arg_error(THUB_Context_s* c, const std::string& why) {
+int arg_error(CtxObj* c, const std::string& why) {
   record(c, "THUB_ERR_ARG: " + why);
   return THUB_ERR_ARG;
 }
 
-// One operation at a time per model; a second concurrent one is a usage error.
-template <typename F>
-int model_op(THUB_Model_s* m, const char* what, F&& f) {
-  if (!valid(m)) return arg_error(nullptr, std::string(what) + ": invalid model handle");
-  THUB_Context_s* c = m->owner;
-  std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
-  if (!lk.owns_lock() || m->outstanding.load()) {
-    record(c, std::string("THUB_ERR_STATE: ") + what + ": another operation is in progress on this model");
-    return THUB_ERR_STATE;
-  }
-  return guard(c, std::forward<F>(f));
+int state_error(CtxObj* c, const std::string& why) {
+  record(c, "THUB_ERR_STATE: " + why);
+  return THUB_ERR_STATE;
 }
 
-int finish_request(THUB_Request* req, int64_t* got) {
-  THUB_Request_s* r = *req;
-  r->thread.join();
+// One operation at a time per model; a second concurrent one, or one on a model whose
+// context is being finalized, is a usage error.
+template <typename F>
+int model_op(THUB_Model h, const char* what, F&& f) {
+  std::shared_ptr<ModelObj> m = g_models.find(raw(h));
+  if (!m) return arg_error(nullptr, std::string(what) + ": invalid model handle");
+  CtxObj* c = m->owner.get();
+  std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
+  if (!lk.owns_lock() || m->outstanding.load()) {
+    return state_error(c, std::string(what) + ": another operation is in progress on this model");
+  }
+  if (c->finalizing) return state_error(c, std::string(what) + ": the model's context is being finalized");
+  std::shared_lock<std::shared_mutex> life(m->life);
+  if (!m->model) return arg_error(c, std::string(what) + ": invalid model handle (closed)");
+  return guard(c, [&] { return f(*m); });
+}
+
+// Waits for a nonblocking request, frees it and clears its model's slot.
+int finish_request(uintptr_t h, const std::shared_ptr<ReqObj>& r, int64_t* got) {
+  {
+    std::lock_guard<std::mutex> lk(r->join_mu);
+    if (r->thread.joinable()) r->thread.join();
+  }
+  if (!g_requests.remove(h)) return THUB_ERR_ARG;  // another thread finished it meanwhile
   int st = r->status;
   if (got && st >= 0) *got = r->got;
-  r->m->outstanding = nullptr;
-  r->magic = 0;
-  delete r;
-  *req = THUB_REQUEST_NULL;
+  r->m->outstanding = 0;
   return st;
+}
+
+// Unpublishes, forgets the model at the registry and frees it (busy held by the caller).
+int close_model(uintptr_t h, ModelObj& m) {
+  CtxObj* c = m.owner.get();
+  int st = guard(c, [&] {
+    m.model->close();
+    return THUB_SUCCESS;
+  });
+  // The handle goes away even if the registry could not be told (it forgets us on disconnect).
+  g_models.remove(h);
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->models.erase(h);
+  }
+  {
+    std::unique_lock<std::shared_mutex> life(m.life);  // waits for THUB_Model_stat calls
+    m.model.reset();
+  }
+  return st == THUB_ERR_REGISTRY ? THUB_SUCCESS : st;
+}
+
+// The status texts, built once: THUB_Error_string returns constants.
+const std::string& error_text(int status) {
+  static const std::vector<std::pair<int, std::string>> texts = [] {
+    std::vector<std::pair<int, std::string>> v;
+    for (int code : {THUB_SUCCESS, THUB_IN_PROGRESS, THUB_NOT_UPDATED, THUB_ERR_ARG, THUB_ERR_STATE,
+                     THUB_ERR_NOT_FOUND, THUB_ERR_LAYOUT, THUB_ERR_TRANSPORT, THUB_ERR_REGISTRY, THUB_ERR_TIMEOUT,
+                     THUB_ERR_NO_MEMORY, THUB_ERR_UNSUPPORTED, THUB_ERR_AUTH, THUB_ERR_VERSION_LOST,
+                     THUB_ERR_INTERNAL}) {
+      v.emplace_back(code, std::string(thub::code_name(code)) + ": " + thub::code_hint(code));
+    }
+    return v;
+  }();
+  static const std::string unknown = std::string(thub::code_name(12345)) + ": " + thub::code_hint(12345);
+  for (const auto& [code, text] : texts) {
+    if (code == status) return text;
+  }
+  return unknown;
 }
 
 }  // namespace
 
 extern "C" {
 
-const char* THUB_Error_string(int status) {
-  static thread_local std::string text;
-  text = std::string(thub::code_name(status)) + ": " + thub::code_hint(status);
-  return text.c_str();
-}
+const char* THUB_Error_string(int status) { return error_text(status).c_str(); }
 
 int THUB_Last_error(THUB_Context ctx, char* buf, size_t len) {
   if (!buf || len == 0) return THUB_ERR_ARG;
   std::string s;
-  if (ctx == THUB_CONTEXT_NULL) s = t_init_error;
-  else if (valid(ctx)) s = ctx->ctx->last_error();
-  else return THUB_ERR_ARG;
+  if (ctx == THUB_CONTEXT_NULL) {
+    s = t_init_error;
+  } else {
+    std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+    if (!c) return THUB_ERR_ARG;
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) return THUB_ERR_ARG;
+    s = c->ctx->last_error();
+  }
   size_t n = s.size() < len - 1 ? s.size() : len - 1;
   std::memcpy(buf, s.data(), n);
   buf[n] = '\0';
@@ -146,201 +204,257 @@ int THUB_Last_error(THUB_Context ctx, char* buf, size_t len) {
 
 int THUB_Info_create(THUB_Info* info) {
   if (!info) return THUB_ERR_ARG;
-  auto* i = new (std::nothrow) THUB_Info_s;
-  if (!i) return THUB_ERR_NO_MEMORY;
-  *info = i;
-  return THUB_SUCCESS;
+  return guard(nullptr, [&] {
+    *info = handle<THUB_Info>(g_infos.insert(std::make_shared<InfoObj>()));
+    return THUB_SUCCESS;
+  });
 }
 
 int THUB_Info_set(THUB_Info info, const char* key, const char* value) {
-  if (!valid(info) || !key || !*key || !value) return THUB_ERR_ARG;
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i) return arg_error(nullptr, "THUB_Info_set: invalid info handle");
+  if (!key || !*key || !value) return arg_error(nullptr, "THUB_Info_set: key must be non-empty, value non-NULL");
   return guard(nullptr, [&] {
-    info->map.set(key, value);
+    thub::check_info_text(key, value);
+    i->map.set(key, value);
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Info_free(THUB_Info* info) {
-  if (!info || !valid(*info)) return THUB_ERR_ARG;
-  (*info)->magic = 0;
-  delete *info;
+  if (!info || !g_infos.remove(raw(*info))) return arg_error(nullptr, "THUB_Info_free: invalid info handle");
   *info = THUB_INFO_NULL;
   return THUB_SUCCESS;
 }
 
 int THUB_Init(THUB_Info info, THUB_Context* ctx) {
   if (!ctx) return arg_error(nullptr, "THUB_Init: ctx is NULL");
-  if (info != THUB_INFO_NULL && !valid(info)) return arg_error(nullptr, "THUB_Init: invalid info handle");
+  std::shared_ptr<InfoObj> i;
+  if (info != THUB_INFO_NULL && !(i = g_infos.find(raw(info)))) {
+    return arg_error(nullptr, "THUB_Init: invalid info handle");
+  }
   return guard(nullptr, [&] {
     thub::InfoMap empty;
-    auto c = std::make_unique<THUB_Context_s>();
-    c->ctx = std::make_unique<thub::client::Context>(info ? info->map : empty);
-    *ctx = c.release();
+    const thub::InfoMap& map = i ? i->map : empty;
+    thub::check_info_keys(map, thub::InfoScope::kContext, "THUB_Init");
+    auto c = std::make_shared<CtxObj>();
+    c->ctx = std::make_unique<thub::client::Context>(map);
+    *ctx = handle<THUB_Context>(g_contexts.insert(std::move(c)));
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Finalize(THUB_Context* ctx) {
-  if (!ctx || !valid(*ctx)) return arg_error(nullptr, "THUB_Finalize: invalid context handle");
-  THUB_Context_s* c = *ctx;
-  std::set<THUB_Model_s*> models;
+  if (!ctx) return arg_error(nullptr, "THUB_Finalize: ctx is NULL");
+  const uintptr_t ch = raw(*ctx);
+  std::shared_ptr<CtxObj> c = g_contexts.find(ch);
+  if (!c) return arg_error(nullptr, "THUB_Finalize: invalid context handle");
+  if (c->finalizing.exchange(true)) return state_error(c.get(), "THUB_Finalize: already running on this context");
+  std::vector<uintptr_t> handles;
   {
     std::lock_guard<std::mutex> lk(c->mu);
-    models = c->models;
+    handles.assign(c->models.begin(), c->models.end());
   }
-  for (THUB_Model_s* m : models) {
-    THUB_Model mm = m;
-    if (THUB_Request_s* r = m->outstanding.load()) {
-      THUB_Request rr = r;
-      (void)finish_request(&rr, nullptr);
+  // Nonblocking requests of ours finish first; then every model must be idle: an operation
+  // another thread runs on one of them makes this a usage error, and nothing is freed.
+  std::vector<std::pair<uintptr_t, std::shared_ptr<ModelObj>>> models;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (uintptr_t h : handles) {
+    std::shared_ptr<ModelObj> m = g_models.find(h);
+    if (!m) continue;
+    if (uintptr_t rq = m->outstanding.load()) {
+      if (std::shared_ptr<ReqObj> r = g_requests.find(rq)) (void)finish_request(rq, r, nullptr);
     }
-    (void)THUB_Close(&mm);
+    std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
+    if (!lk.owns_lock()) {
+      c->finalizing = false;
+      return state_error(c.get(), "THUB_Finalize: another thread is in an operation on a model of this context");
+    }
+    locks.push_back(std::move(lk));
+    models.emplace_back(h, std::move(m));
   }
-  return guard(nullptr, [&] {
+  for (auto& [h, m] : models) (void)close_model(h, *m);
+  locks.clear();
+  g_contexts.remove(ch);
+  int st = guard(nullptr, [&] {
+    std::unique_lock<std::shared_mutex> life(c->life);  // waits for calls still using it
     c->ctx.reset();
-    c->magic = 0;
-    delete c;
-    *ctx = THUB_CONTEXT_NULL;
     return THUB_SUCCESS;
   });
+  *ctx = THUB_CONTEXT_NULL;
+  return st;
 }
 
 int THUB_Registry_address(THUB_Context ctx, char* buf, size_t len) {
-  if (!valid(ctx) || !buf) return arg_error(nullptr, "THUB_Registry_address: invalid argument");
-  std::string a = ctx->ctx->registry_address();
-  if (a.size() + 1 > len) return arg_error(ctx, "THUB_Registry_address: buffer too small for '" + a + "'");
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c || !buf) return arg_error(nullptr, "THUB_Registry_address: invalid argument");
+  std::string a;
+  {
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) return arg_error(nullptr, "THUB_Registry_address: invalid context handle");
+    a = c->ctx->registry_address();
+  }
+  if (a.size() + 1 > len) return arg_error(c.get(), "THUB_Registry_address: buffer too small for '" + a + "'");
   std::memcpy(buf, a.c_str(), a.size() + 1);
   return THUB_SUCCESS;
 }
 
 int THUB_Open(THUB_Context ctx, const char* model, const char* replica, int shard, int num_shards, THUB_Info info,
               THUB_Model* m) {
-  if (!valid(ctx)) return arg_error(nullptr, "THUB_Open: invalid context handle");
-  if (!model || !replica || !m) return arg_error(ctx, "THUB_Open: model, replica and m must not be NULL");
-  if (info != THUB_INFO_NULL && !valid(info)) return arg_error(ctx, "THUB_Open: invalid info handle");
-  return guard(ctx, [&] {
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c) return arg_error(nullptr, "THUB_Open: invalid context handle");
+  if (!model || !replica || !m) return arg_error(c.get(), "THUB_Open: model, replica and m must not be NULL");
+  std::shared_ptr<InfoObj> i;
+  if (info != THUB_INFO_NULL && !(i = g_infos.find(raw(info)))) {
+    return arg_error(c.get(), "THUB_Open: invalid info handle");
+  }
+  if (c->finalizing) return state_error(c.get(), "THUB_Open: the context is being finalized");
+  return guard(c.get(), [&] {
     thub::InfoMap empty;
-    auto h = std::make_unique<THUB_Model_s>();
-    h->owner = ctx;
-    h->model = std::make_unique<thub::client::Model>(*ctx->ctx, model, replica, shard, num_shards,
-                                                     info ? info->map : empty);
+    const thub::InfoMap& map = i ? i->map : empty;
+    thub::check_info_keys(map, thub::InfoScope::kModel, "THUB_Open");
+    auto h = std::make_shared<ModelObj>();
+    h->owner = c;
     {
-      std::lock_guard<std::mutex> lk(ctx->mu);
-      ctx->models.insert(h.get());
+      std::shared_lock<std::shared_mutex> lk(c->life);
+      if (!c->ctx) throw thub::Error(thub::Code::kArg, "THUB_Open: invalid context handle");
+      h->model = std::make_unique<thub::client::Model>(*c->ctx, model, replica, shard, num_shards, map);
     }
-    *m = h.release();
+    uintptr_t v = g_models.insert(h);
+    {
+      std::lock_guard<std::mutex> lk(c->mu);
+      c->models.insert(v);
+    }
+    *m = handle<THUB_Model>(v);
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Register(THUB_Model m, const char* tensor, void* addr, size_t bytes, int memtype) {
-  if (valid(m) && !tensor) return arg_error(m->owner, "THUB_Register: tensor name is NULL");
-  return model_op(m, "THUB_Register", [&] {
-    m->model->register_tensor(tensor, addr, bytes, memtype);
+  return model_op(m, "THUB_Register", [&](ModelObj& h) {
+    if (!tensor) throw thub::Error(thub::Code::kArg, "THUB_Register: tensor name is NULL");
+    h.model->register_tensor(tensor, addr, bytes, memtype);
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Publish(THUB_Model m, int64_t version) {
-  return model_op(m, "THUB_Publish", [&] {
-    m->model->publish(version);
+  return model_op(m, "THUB_Publish", [&](ModelObj& h) {
+    h.model->publish(version);
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Replicate(THUB_Model m, int64_t version, int64_t* got) {
-  return model_op(m, "THUB_Replicate", [&] {
-    int64_t v = m->model->replicate(version);
+  return model_op(m, "THUB_Replicate", [&](ModelObj& h) {
+    int64_t v = h.model->replicate(version);
     if (got) *got = v;
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request* req) {
-  if (valid(m) && !req) return arg_error(m->owner, "THUB_Ireplicate: req is NULL");
-  return model_op(m, "THUB_Ireplicate", [&] {
-    auto r = std::make_unique<THUB_Request_s>();
-    r->m = m;
-    THUB_Request_s* rp = r.get();
-    m->outstanding = rp;
+  return model_op(m, "THUB_Ireplicate", [&](ModelObj& h) {
+    if (!req) throw thub::Error(thub::Code::kArg, "THUB_Ireplicate: req is NULL");
+    std::shared_ptr<ModelObj> self = g_models.find(raw(m));
+    if (!self) throw thub::Error(thub::Code::kArg, "THUB_Ireplicate: invalid model handle");
+    auto r = std::make_shared<ReqObj>();
+    r->m = self;
+    uintptr_t rh = g_requests.insert(r);
+    h.outstanding = rh;
     try {
-      rp->thread = std::thread([rp, m, version] {
+      ReqObj* rp = r.get();
+      rp->thread = std::thread([rp, version] {
+        ModelObj& mo = *rp->m;
         int64_t v = -1;
-        rp->status = guard(m->owner, [&] {
-          v = m->model->replicate(version);
+        rp->status = guard(mo.owner.get(), [&] {
+          v = mo.model->replicate(version);
           return THUB_SUCCESS;
         });
         rp->got = v;
         rp->done = true;
       });
     } catch (...) {
-      m->outstanding = nullptr;
+      h.outstanding = 0;
+      g_requests.remove(rh);
       throw;
     }
-    *req = r.release();
+    *req = handle<THUB_Request>(rh);
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Update(THUB_Model m, int64_t version, int64_t* got) {
-  return model_op(m, "THUB_Update", [&] {
+  return model_op(m, "THUB_Update", [&](ModelObj& h) {
     int64_t v = -1;
-    thub::Code c = m->model->update(version, &v);
+    thub::Code c = h.model->update(version, &v);
     if (got) *got = v;
     return static_cast<int>(c);
   });
 }
 
 int THUB_Unpublish(THUB_Model m) {
-  return model_op(m, "THUB_Unpublish", [&] {
-    m->model->unpublish();
+  return model_op(m, "THUB_Unpublish", [&](ModelObj& h) {
+    h.model->unpublish();
     return THUB_SUCCESS;
   });
 }
 
 int THUB_Close(THUB_Model* m) {
-  if (!m || !valid(*m)) return arg_error(nullptr, "THUB_Close: invalid model handle");
-  THUB_Model_s* h = *m;
-  if (h->outstanding.load()) {
-    record(h->owner, "THUB_ERR_STATE: THUB_Close: a nonblocking request is still outstanding; wait for it first");
-    return THUB_ERR_STATE;
+  if (!m) return arg_error(nullptr, "THUB_Close: m is NULL");
+  const uintptr_t h = raw(*m);
+  std::shared_ptr<ModelObj> obj = g_models.find(h);
+  if (!obj) return arg_error(nullptr, "THUB_Close: invalid model handle");
+  CtxObj* c = obj->owner.get();
+  if (obj->outstanding.load()) {
+    return state_error(c, "THUB_Close: a nonblocking request is still outstanding; wait for it first");
   }
-  int st = model_op(h, "THUB_Close", [&] {
-    h->model->close();
-    return THUB_SUCCESS;
-  });
-  // The handle goes away even if the registry could not be told (it forgets us on disconnect).
-  {
-    std::lock_guard<std::mutex> lk(h->owner->mu);
-    h->owner->models.erase(h);
+  std::unique_lock<std::mutex> lk(obj->busy, std::try_to_lock);
+  if (!lk.owns_lock() || obj->outstanding.load()) {
+    return state_error(c, "THUB_Close: another operation is in progress on this model");
   }
-  if (st == THUB_ERR_STATE) return st;
-  h->model.reset();
-  h->magic = 0;
-  delete h;
+  if (c->finalizing) return state_error(c, "THUB_Close: the model's context is being finalized");
+  int st = close_model(h, *obj);
   *m = THUB_MODEL_NULL;
-  return st == THUB_SUCCESS || st == THUB_ERR_REGISTRY ? THUB_SUCCESS : st;
+  return st;
 }
 
 int THUB_Test(THUB_Request* req, int* done, int64_t* got) {
-  if (!req || !valid(*req) || !done) return arg_error(nullptr, "THUB_Test: invalid request handle");
-  if (!(*req)->done.load()) {
+  if (!req || !done) return arg_error(nullptr, "THUB_Test: invalid argument");
+  std::shared_ptr<ReqObj> r = g_requests.find(raw(*req));
+  if (!r) return arg_error(nullptr, "THUB_Test: invalid request handle");
+  if (!r->done.load()) {
     *done = 0;
     return THUB_SUCCESS;
   }
+  int st = finish_request(raw(*req), r, got);
+  if (st == THUB_ERR_ARG) return arg_error(nullptr, "THUB_Test: invalid request handle");
   *done = 1;
-  return finish_request(req, got);
+  *req = THUB_REQUEST_NULL;
+  return st;
 }
 
 int THUB_Wait(THUB_Request* req, int64_t* got) {
-  if (!req || !valid(*req)) return arg_error(nullptr, "THUB_Wait: invalid request handle");
-  return finish_request(req, got);
+  if (!req) return arg_error(nullptr, "THUB_Wait: req is NULL");
+  std::shared_ptr<ReqObj> r = g_requests.find(raw(*req));
+  if (!r) return arg_error(nullptr, "THUB_Wait: invalid request handle");
+  int st = finish_request(raw(*req), r, got);
+  if (st == THUB_ERR_ARG) return arg_error(nullptr, "THUB_Wait: invalid request handle");
+  *req = THUB_REQUEST_NULL;
+  return st;
 }
 
 int THUB_Model_stat(THUB_Model m, const char* key, int64_t* value) {
-  if (!valid(m) || !key || !value) return arg_error(nullptr, "THUB_Model_stat: invalid argument");
+  std::shared_ptr<ModelObj> h = g_models.find(raw(m));
+  if (!h || !key || !value) return arg_error(nullptr, "THUB_Model_stat: invalid argument");
   int64_t v = 0;
-  if (!m->model->stat(key, &v)) return arg_error(m->owner, std::string("THUB_Model_stat: unknown key '") + key + "'");
+  {
+    std::shared_lock<std::shared_mutex> life(h->life);
+    if (!h->model) return arg_error(nullptr, "THUB_Model_stat: invalid model handle");
+    if (!h->model->stat(key, &v)) {
+      return arg_error(h->owner.get(), std::string("THUB_Model_stat: unknown key '") + key + "'");
+    }
+  }
   *value = v;
   return THUB_SUCCESS;
 }

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "src/common/status.h"
@@ -65,6 +66,7 @@ struct Worker::Impl {
   std::vector<void*> closing;                          // ep close requests in flight
   std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
+  std::unordered_set<void*> ops;                        // their GetOps (shutdown frees the orphans)
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
   int busy_idle = 0;     // ucp_worker_arm said BUSY this many times in a row with nothing done
@@ -89,10 +91,17 @@ struct GetOp {
   Worker::Impl* impl;
   std::shared_ptr<Peer> peer;
   GetCallback cb;
+  bool orphaned = false;  // the worker is shutting down: complete silently
 };
 
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* op = static_cast<GetOp*>(user_data);
+  op->impl->ops.erase(op);
+  if (op->orphaned) {
+    delete op;
+    ucp_request_free(request);
+    return;
+  }
   op->impl->outstanding--;
   std::string err;
   if (status != UCS_OK) {
@@ -261,6 +270,18 @@ void Worker::Impl::shutdown() {
   // Drop timers (they may hold references to peers), then close every endpoint.
   timers.clear();
   pending_timers.clear();
+  // Gets that never completed (abandoned on a dead or stopped peer) give up their callbacks
+  // now, while the worker lives: those hold the transfers and their rkeys, which must go
+  // before the worker does. UCX may still complete the requests while it destroys the
+  // endpoints; what it does not complete is freed after it.
+  {
+    std::vector<GetCallback> callbacks;
+    for (void* p : ops) {
+      auto* op = static_cast<GetOp*>(p);
+      op->orphaned = true;
+      callbacks.push_back(std::move(op->cb));
+    }
+  }
   // Endpoints to abandoned (dead) peers are left to ucp_worker_destroy: a flush would wait
   // for them forever, and FORCE needs error handling on both sides.
   abandoned.clear();
@@ -283,6 +304,8 @@ void Worker::Impl::shutdown() {
   }
   ucp_worker_destroy(worker);
   worker = nullptr;
+  for (void* p : ops) delete static_cast<GetOp*>(p);
+  ops.clear();
   if (wake_fd >= 0) ::close(wake_fd);
   ucp_cleanup(ctx);
   ctx = nullptr;
@@ -516,6 +539,7 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     return;
   }
   auto* op = new GetOp{impl_.get(), peer, std::move(cb)};
+  impl_->ops.insert(op);
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.send = get_done;
@@ -528,10 +552,12 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     ucs_status_t st = UCS_PTR_STATUS(r);
     impl_->fail_peer(peer.get(), st);
     impl_->complete(std::move(op->cb), false, "ucp_get_nbx: " + status_text(st));
+    impl_->ops.erase(op);
     delete op;
   } else if (r == nullptr) {  // not expected with NO_IMM_CMPL, but complete it anyway
     impl_->outstanding--;
     impl_->complete(std::move(op->cb), true, {});
+    impl_->ops.erase(op);
     delete op;
   }
   impl_->in_get = false;

@@ -17,8 +17,8 @@ namespace thub::client {
 namespace {
 constexpr int kMemHost = 0;
 constexpr int kMemCuda = 1;
-// Copy-mode staging advances the counter every slice, so that readers start early.
-constexpr uint64_t kStageSlice = 16u << 20;
+// Staging behind publish advances the counter every slice, so that readers start early.
+constexpr uint64_t kStageSlice = 4u << 20;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -117,19 +117,32 @@ void Model::freeze() {
   frozen_ = true;
 }
 
-void Model::stage_async(uint32_t fill) {
+void Model::stage_async(uint32_t fill, bool hash) {
   // Runs while we are published: the user keeps the tensors unchanged until unpublish
-  // returns, and unpublish (or the next transfer) joins this thread first.
-  stager_ = std::thread([this, fill] {
+  // returns, and unpublish (or the next transfer) joins this thread first. In stream order,
+  // slice by slice: pack (the compact segment; copy mode: everything), hash (verify), then
+  // move the counter (data and hashes first, then the counter), so readers start at once.
+  stager_ = std::thread([this, fill, hash] {
     int64_t t0 = now_us();
     try {
       TensorCopier c;
-      uint64_t total = live_.plan.total_bytes();
-      for (uint64_t off = 0; off < total; off += kStageSlice) {
-        uint64_t end = std::min(total, off + kStageSlice);
-        live_.stage(off, end, c);
-        c.finish();
-        live_.counter->store(fill, end);  // data, then the counter
+      const uint64_t total = live_.plan.total_bytes();
+      const uint64_t staged = live_.staged_bytes();
+      uint64_t hashed = 0;  // blocks
+      for (uint64_t off = 0; off < total;) {
+        // Without checksums nothing is done past the staged bytes: one step to the end.
+        uint64_t end = off < staged ? std::min(staged, off + kStageSlice) : total;
+        if (hash) end = std::min(total, off + kStageSlice);
+        if (off < staged) {
+          live_.stage(off, std::min(end, staged), c);
+          c.finish();
+        }
+        if (hash) {
+          const uint64_t upto = end == total ? live_.stream.hash_blocks() : end / kHashBlock;
+          for (; hashed < upto; ++hashed) live_.hashes[1 + hashed] = live_.stream.hash_block(hashed);
+        }
+        live_.counter->store(fill, end);
+        off = end;
       }
     } catch (const std::exception& e) {
       // Readers see the counter stop and fail over (stall watchdog); say why here.
@@ -151,38 +164,22 @@ void Model::publish(int64_t version) {
   }
   freeze();
   finish_staging();
-  live_.staged = false;
   // New content: a new fill (progress_counter.h). Readers of an earlier fill of these
   // buffers that the registry forgot (a stopped reader, a registry failover) see the epoch
   // change and refuse what they read.
   live_.counter->invalidate();
   live_.epoch = next_fill_epoch();
-  if (live_.copy_mode && !ctx_.config().verify) {
-    // Readers follow our counter as the staging thread advances it (descriptor flag).
-    live_.counter->store(live_.epoch, 0);
-    live_.hashes[0] = 0;
-    live_.staged = true;
-    stage_async(live_.epoch);
-    publish_locked(version);
-    return;
-  }
-  // Pack the tiny tensors (direct mode) or stage everything (copy mode with checksums,
-  // which must be complete before the first reader comes): a publish-time cost.
-  int64_t t0 = now_us();
-  {
-    TensorCopier c;
-    live_.stage(0, live_.staged_bytes(), c);
-    c.finish();
-  }
-  stats_.pack_us = static_cast<uint64_t>(now_us() - t0);
-  if (ctx_.config().verify) {
-    // The checksums are computed once, by the publisher; replicas copy them with the data.
-    for (uint64_t b = 0; b < live_.stream.hash_blocks(); ++b) live_.hashes[1 + b] = live_.stream.hash_block(b);
-    live_.hashes[0] = 1;
-  } else {
-    live_.hashes[0] = 0;
-  }
+  // Publish moves no bytes and returns at once: packing the tiny tensors, staging copy mode's
+  // buffer and computing the checksums run behind it (stage_async), and readers follow the
+  // counter as it moves (the descriptor's `staged` flag). O(tensors), never O(bytes).
+  const bool verify = ctx_.config().verify;
+  live_.hashes[0] = verify ? 1 : 0;  // before the counter first moves
+  live_.staged = live_.staged_bytes() > 0 || verify;
+  if (live_.staged) live_.counter->store(live_.epoch, 0);
   publish_locked(version);
+  // Started once the registry has the descriptor: nobody reads before, and the publish's own
+  // round trip does not compete with it for a core.
+  if (live_.staged) stage_async(live_.epoch, verify);
 }
 
 void Model::publish_locked(int64_t version) {

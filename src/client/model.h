@@ -70,7 +70,7 @@ class Model {
   sched::Reply ask(const std::function<sched::Event()>& make);
   void freeze();  // register memory on first publish/replicate
   void publish_locked(int64_t version);
-  void stage_async(uint32_t fill);     // copy mode: stage the stream on a thread, advancing the counter
+  void stage_async(uint32_t fill, bool hash);  // pack/stage/hash behind publish, advancing the counter
   void finish_staging();  // wait for that thread (before the stream or tensors change hands)
   void unpublish_locked();
   int64_t transfer(int64_t spec, int64_t newer_than, bool* not_updated);

@@ -20,6 +20,10 @@ namespace {
 
 constexpr int64_t kWatchdogUs = 50'000;
 constexpr int64_t kReadAheadUs = 100;  // counter re-read while data from a partial source moves
+// From a complete source the counter is read to vouch for what landed once this much has
+// landed since the last read (one integrity block: what our own counter moves by under
+// verify), and at the end: with small chunks a read per chunk would double the round trips.
+constexpr uint64_t kVouchBytes = kHashBlock;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -27,6 +31,12 @@ int64_t now_us() {
       .count();
 }
 
+// One transfer, on the progress thread. Three kinds of reads go to the source: data chunks,
+// its integrity region (the flag word and one hash per 1 MiB block, fetched as the blocks
+// become ready, since a publisher may still be hashing behind publish), and its progress
+// counter (what is ready, and the seqlock's check). What has landed counts only once a later
+// counter read vouches for it; what is vouched for is verified (verify=true), its hashes are
+// copied into our own region, and only then does our counter show it.
 class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(Worker& w, TransferSpec s) : w_(w), s_(std::move(s)) {}
@@ -34,19 +44,21 @@ class Job : public std::enable_shared_from_this<Job> {
   void start();
 
  private:
-  void fetch_hashes();
   void pump();
   void issue(uint64_t off, uint64_t len);
   void on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err);
+  void fetch_hashes();
+  void on_hashes(uint64_t upto, bool ok, const std::string& err);
   void poll_counter();
   void on_counter(bool ok, const std::string& err);
-  void accept(uint64_t upto);
+  void advance();
   void fail(Code code, const std::string& err, bool source_failed);
   size_t remote_segment(uint64_t off) const;
   void finish();
-  bool verify_upto(uint64_t prefix);
   void check_stall();
   void watchdog();
+  // Integrity blocks whose bytes lie within the first `bytes` of the stream.
+  uint64_t blocks_within(uint64_t bytes) const { return bytes >= total_ ? blocks_ : bytes / kHashBlock; }
 
   Worker& w_;
   TransferSpec s_;
@@ -60,26 +72,36 @@ class Job : public std::enable_shared_from_this<Job> {
   std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
   std::unique_ptr<RemoteKey> counter_key_;
   std::unique_ptr<RemoteKey> hash_key_;
-  // The source's integrity region is read here first and copied to ours on completion: a
-  // read abandoned by the watchdog that completes late lands in the job, not in our region.
+  // The source's integrity region is read here first and copied to ours once vouched for:
+  // a read abandoned by the watchdog that completes late lands in the job, not in our region.
   std::vector<uint64_t> hash_buf_;
 
   uint64_t total_ = 0;
+  uint64_t blocks_ = 0;     // integrity blocks of the stream
   uint64_t issued_ = 0;     // next stream offset to request
   uint64_t prefix_ = 0;     // contiguous bytes landed
   uint64_t checked_ = 0;    // of those, bytes a later read of the source's counter vouched for
+  uint64_t held_ = 0;       // of those, what our counter shows (hashes copied, verified)
   uint64_t ready_ = 0;      // bytes the source holds (as last seen)
   uint64_t probe_ = 0;      // prefix_ when the counter read in flight was issued
   std::map<uint64_t, uint64_t> completed_;  // completed ranges beyond the prefix: start -> end
   int inflight_ = 0;
   bool counter_pending_ = false;  // a counter read in flight or scheduled
-  bool hashes_pending_ = false;
-  bool hashes_ready_ = false;
+  // Integrity region: hash_buf_[0] is the flag, [1 + b] block b's hash.
+  bool hash_pending_ = false;
+  bool flag_landed_ = false;
+  uint64_t hash_issued_ = 0;   // blocks asked for
+  uint64_t hash_landed_ = 0;   // blocks landed
+  uint64_t probe_hashes_ = 0;  // hash_landed_ when the counter read in flight was issued
+  bool probe_flag_ = false;    // flag_landed_ then
+  uint64_t hash_checked_ = 0;  // blocks vouched for
+  bool flag_checked_ = false;  // the flag word vouched for
   bool seen_fill_ = false;  // the source's counter has shown the fill it was granted with
   uint64_t remote_counter_ = 0;
   int64_t backoff_us_ = 20;
   int64_t last_progress_ = 0;
   uint64_t next_verify_block_ = 0;
+  uint64_t copied_hashes_ = 0;  // blocks whose hash is in our own region
   Code fail_code_ = Code::kSuccess;
   std::string fail_err_;
   bool fail_source_ = false;
@@ -89,8 +111,12 @@ class Job : public std::enable_shared_from_this<Job> {
 void Job::start() {
   const auto& rsegs = s_.source.segments;
   total_ = s_.local->total_bytes();
-  prefix_ = issued_ = checked_ = std::min(s_.start, total_);
-  next_verify_block_ = prefix_ / kHashBlock;
+  blocks_ = s_.local->hash_blocks();
+  // Resume at a block boundary: the integrity blocks are checked whole.
+  uint64_t start = std::min(s_.start, total_);
+  if (start < total_) start -= start % kHashBlock;
+  prefix_ = issued_ = checked_ = held_ = start;
+  next_verify_block_ = copied_hashes_ = blocks_within(start);
   last_progress_ = now_us();
   try {
     // The caller checked the descriptor against our plan (Holding::mismatch); these are the
@@ -100,13 +126,15 @@ void Job::start() {
       if (r.bytes == 0 || r.bytes > total_ - sum) throw Error(Code::kLayout, "the source's stream does not match ours");
       sum += r.bytes;
     }
-    if (sum != total_ || s_.source.hashes.bytes != s_.hash_bytes || s_.source.counter.bytes != sizeof(uint64_t)) {
+    if (sum != total_ || s_.source.hashes.bytes != s_.hash_bytes || s_.hash_bytes != (1 + blocks_) * sizeof(uint64_t) ||
+        s_.source.counter.bytes != sizeof(uint64_t)) {
       throw Error(Code::kLayout, "the source's descriptor does not match this replica's stream");
     }
   } catch (const Error& e) {
     fail(e.code(), e.what(), false);
     return;
   }
+  hash_buf_.assign(1 + blocks_, 0);
   try {
     local_ = s_.source.host == host_identity();
     bool error_handling = !local_ || w_.detects_local_peer_failure();
@@ -122,50 +150,22 @@ void Job::start() {
     // after its link had gone idle.
     counter_peer_ = w_.peer(s_.source.worker_address, error_handling, 1);
     counter_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.counter.rkey);
-    hash_key_ = std::make_unique<RemoteKey>(peer_, s_.source.hashes.rkey);
+    hash_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.hashes.rkey);
   } catch (const Error& e) {
     fail(Code::kTransport, e.what(), true);
     return;
   }
   ready_ = s_.source_partial ? 0 : total_;
-  if (total_ == 0 || checked_ == total_) {
+  if (total_ == 0 || held_ == total_) {
     finish();
     return;
   }
   watchdog();
   if (s_.source_partial) {
-    poll_counter();  // learn what is ready first; hashes follow once the source has data
+    poll_counter();  // learn what is ready first
   } else {
-    fetch_hashes();
+    pump();
   }
-}
-
-void Job::fetch_hashes() {
-  // Integrity hashes travel with the data, so that a replica serves them in turn. A source's
-  // hash region is complete before its counter first advances.
-  if (hashes_pending_ || hashes_ready_) return pump();
-  hashes_pending_ = true;
-  hash_buf_.assign(s_.hash_bytes / sizeof(uint64_t), 0);
-  auto self = shared_from_this();
-  inflight_++;
-  w_.get(peer_, hash_buf_.data(), s_.hash_bytes, s_.source.hashes.addr, *hash_key_,
-         [self](bool ok, const std::string& err) {
-           self->inflight_--;
-           self->hashes_pending_ = false;
-           if (self->finished_) return;
-           if (!ok) {
-             self->fail(Code::kTransport, "reading the source's checksums: " + err, true);
-             return self->pump();
-           }
-           if (self->s_.verify && self->hash_buf_[0] != 1) {
-             self->fail(Code::kState,
-                        "verify is on but the source published without checksums (set verify=true there too)", false);
-             return self->pump();
-           }
-           std::copy(self->hash_buf_.begin(), self->hash_buf_.end(), self->s_.hashes);
-           self->hashes_ready_ = true;
-           self->pump();
-         });
 }
 
 void Job::pump() {
@@ -175,7 +175,7 @@ void Job::pump() {
   }
   const auto& lsegs = s_.local->segments();
   const auto& rsegs = s_.source.segments;
-  while (hashes_ready_ && inflight_ < s_.max_inflight && issued_ < ready_) {
+  while (inflight_ < s_.max_inflight && issued_ < ready_) {
     // A get stays inside one local and one remote segment (the two sides may cut the
     // same stream differently: direct vs copy mode).
     const Segment& l = lsegs[s_.local->find(issued_)];
@@ -186,6 +186,7 @@ void Job::pump() {
     issue(issued_, len);
     issued_ += len;
   }
+  fetch_hashes();
   if (counter_pending_) return;
   if (ready_ < total_) {
     // Follow a partial source's counter. While data is still moving, read it again soon, so
@@ -204,7 +205,8 @@ void Job::pump() {
       if (!self->finished_) self->poll_counter();
     });
     if (starved) backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
-  } else if (prefix_ > checked_ && hashes_ready_) {
+  } else if (prefix_ - checked_ >= kVouchBytes || (prefix_ == total_ && prefix_ > checked_) ||
+             hash_landed_ > hash_checked_ || (flag_landed_ && !flag_checked_)) {
     poll_counter();  // vouch for what has landed since the last read
   }
 }
@@ -241,42 +243,80 @@ void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) 
   pump();
 }
 
-// Bytes [checked_, upto) landed before a counter read that still showed the source's fill:
-// they are the granted version's. Only now do they count, are verified, and show in our
-// own counter (data first, then the counter) for the readers chained on us.
-void Job::accept(uint64_t upto) {
-  if (upto <= checked_) return;
-  checked_ = upto;
-  if (s_.verify && !verify_upto(checked_)) return;
-  s_.counter->store(s_.epoch, checked_);
-  if (s_.watch) s_.watch->advance(checked_);
+// The source's hashes of the blocks it holds are final (it writes a block's hash before its
+// counter passes the block): read those not read yet, with the flag word the first time.
+void Job::fetch_hashes() {
+  if (hash_pending_ || finished_ || fail_code_ != Code::kSuccess) return;
+  const uint64_t want = blocks_within(ready_);
+  if (flag_landed_ && want <= hash_issued_) return;
+  if (!flag_landed_ && ready_ == 0 && s_.source_partial) return;  // its region may not be set up yet
+  const uint64_t first = flag_landed_ ? 1 + hash_issued_ : 0;  // word index
+  const uint64_t words = 1 + want - first;
+  hash_pending_ = true;
+  hash_issued_ = want;
+  auto self = shared_from_this();
+  inflight_++;
+  w_.get(counter_peer_, hash_buf_.data() + first, words * sizeof(uint64_t),
+         s_.source.hashes.addr + first * sizeof(uint64_t), *hash_key_,
+         [self, want](bool ok, const std::string& err) { self->on_hashes(want, ok, err); });
 }
 
-bool Job::verify_upto(uint64_t prefix) {
-  uint64_t blocks = s_.local->hash_blocks();
-  while (next_verify_block_ < blocks) {
-    uint64_t end = std::min(total_, (next_verify_block_ + 1) * kHashBlock);
-    if (end > prefix) break;
-    uint64_t want = s_.hashes[1 + next_verify_block_];
-    uint64_t got = s_.local->hash_block(next_verify_block_);
-    if (want != got) {
-      std::string what = s_.where ? s_.where(next_verify_block_ * kHashBlock) : std::string("?");
-      fail(Code::kTransport,
-           "checksum mismatch in integrity block " + std::to_string(next_verify_block_) + " (" + what +
-               "): the received bytes differ from the publisher's",
-           false);
-      return false;
-    }
-    next_verify_block_++;
+void Job::on_hashes(uint64_t upto, bool ok, const std::string& err) {
+  inflight_--;
+  hash_pending_ = false;
+  if (finished_) return;
+  if (!ok) {
+    fail(Code::kTransport, "reading the source's checksums: " + err, true);
+    return pump();
   }
-  return true;
+  flag_landed_ = true;
+  hash_landed_ = upto;
+  pump();
+}
+
+// What a counter read vouched for becomes ours: checksums copied to our region and (verify)
+// compared, then our counter moved (data first, then the counter) for readers chained on us.
+void Job::advance() {
+  const bool has_hashes = flag_checked_ && hash_buf_[0] == 1;
+  if (flag_checked_ && !has_hashes && s_.verify) {
+    return fail(Code::kState, "verify is on but the source published without checksums (set verify=true there too)",
+                false);
+  }
+  if (!flag_checked_) return;  // nothing shows before the integrity flag is known
+  if (has_hashes) {
+    for (; copied_hashes_ < hash_checked_; ++copied_hashes_) s_.hashes[1 + copied_hashes_] = hash_buf_[1 + copied_hashes_];
+  }
+  s_.hashes[0] = hash_buf_[0];
+  // Our counter covers checked bytes whose blocks' hashes we serve (when the source has them).
+  uint64_t upto = checked_;
+  if (has_hashes) upto = std::min(upto, hash_checked_ >= blocks_ ? total_ : hash_checked_ * kHashBlock);
+  if (s_.verify) {
+    for (; next_verify_block_ < blocks_within(upto); ++next_verify_block_) {
+      const uint64_t b = next_verify_block_;
+      if (hash_buf_[1 + b] != s_.local->hash_block(b)) {
+        std::string what = s_.where ? s_.where(b * kHashBlock) : std::string("?");
+        return fail(Code::kTransport,
+                    "checksum mismatch in integrity block " + std::to_string(b) + " (" + what +
+                        "): the received bytes differ from the publisher's",
+                    false);
+      }
+    }
+    upto = std::min(upto, next_verify_block_ >= blocks_ ? total_ : next_verify_block_ * kHashBlock);
+  }
+  if (upto <= held_) return;
+  held_ = upto;
+  s_.counter->store(s_.epoch, held_);
+  if (s_.watch) s_.watch->advance(held_);
 }
 
 void Job::poll_counter() {
   if (finished_ || fail_code_ != Code::kSuccess || counter_pending_) return pump();
   auto self = shared_from_this();
   counter_pending_ = true;
-  probe_ = prefix_;  // what this read can vouch for: only bytes that landed before it
+  // What this read can vouch for: only what landed before it.
+  probe_ = prefix_;
+  probe_hashes_ = flag_landed_ ? hash_landed_ : 0;
+  probe_flag_ = flag_landed_;
   stats_.counter_reads++;
   w_.get(counter_peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
          [self](bool ok, const std::string& err) { self->on_counter(ok, err); });
@@ -304,20 +344,24 @@ void Job::on_counter(bool ok, const std::string& err) {
       backoff_us_ = 20;
       last_progress_ = now_us();
     }
-    accept(std::min(probe_, n));
+    checked_ = std::max(checked_, std::min(probe_, n));
+    hash_checked_ = std::max(hash_checked_, std::min(probe_hashes_, blocks_within(n)));
+    flag_checked_ = flag_checked_ || probe_flag_;
+    advance();
     if (fail_code_ != Code::kSuccess) return pump();
-  } else if (seen_fill_ || !s_.source_may_lag) {
-    // The source's buffers were given up (unpublished, refilled) since the grant: nothing
-    // read from them since the last good counter read is trusted. Resume elsewhere.
-    fail(Code::kTransport,
-         "the source's buffers changed during the transfer (its progress counter no longer shows the fill it "
-         "was granted with); bytes up to " + std::to_string(checked_) + " were checked before that",
-         true);
-    return pump();
+  } else {
+    if (seen_fill_ || !s_.source_may_lag) {
+      // The source's buffers were given up (unpublished, refilled) since the grant: nothing
+      // read from them since the last good counter read is trusted. Resume elsewhere.
+      fail(Code::kTransport,
+           "the source's buffers changed during the transfer (its progress counter no longer shows the fill it "
+           "was granted with); bytes up to " + std::to_string(held_) + " were checked before that",
+           true);
+      return pump();
+    }
+    // (else: a partial source granted before it reset its counter from an earlier fill)
   }
-  // (else: a partial source granted before it reset its counter from an earlier fill)
-  if (checked_ == total_) return finish();
-  if (!hashes_ready_ && ready_ > 0) return fetch_hashes();
+  if (held_ == total_) return finish();
   pump();
 }
 
@@ -368,9 +412,9 @@ void Job::finish() {
   r.code = fail_code_;
   r.error = fail_err_;
   r.source_failed = fail_source_;
-  r.held = checked_;
+  r.held = held_;
   r.stats = stats_;
-  if (s_.watch) s_.watch->close(checked_);
+  if (s_.watch) s_.watch->close(held_);
   if (inflight_ == 0 && !counter_pending_) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();

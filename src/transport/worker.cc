@@ -161,9 +161,13 @@ void Worker::Impl::init() {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  // WAKEUP lets an idle progress thread sleep until a peer's request arrives: over shared
-  // memory UCX 1.13 serves gets through the source's worker, so the source must wake fast.
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // WAKEUP lets an idle progress thread sleep until a peer's request arrives (gets that UCX
+  // emulates with active messages, e.g. over TCP, are served by the source's worker).
+  // AM is not used by TensorHub, but UCX 1.13 selects zero-copy RMA lanes (rma_bw: cma over
+  // shared memory, RDMA NICs) only for contexts that ask for AM or TAG: with RMA alone every
+  // get between processes on one host was emulated with active messages that the source's
+  // progress thread had to answer, copying through the shared-memory FIFO.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   st = ucp_init(&params, config, &ctx);
   ucp_config_release(config);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_init: " + status_text(st));

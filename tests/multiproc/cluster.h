@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,11 +65,12 @@ inline int64_t stat(PeerProcess& p, const std::string& key) {
   return ok(r) ? std::stoll(word(r, 1)) : -1;
 }
 
-// Polls a peer's counter until `pred` holds (a state condition, not a time limit: gives up
-// only after `tries` polls so that a broken build fails instead of hanging).
+// Polls a peer's counter until `pred` holds (a state condition, not a speed limit: gives up
+// only after `limit_s`, so that a broken build fails instead of hanging).
 template <typename Pred>
-bool wait_for_stat(PeerProcess& p, const std::string& key, Pred pred, int tries = 20000) {
-  for (int i = 0; i < tries; ++i) {
+bool wait_for_stat(PeerProcess& p, const std::string& key, Pred pred, int limit_s = 60) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+  while (std::chrono::steady_clock::now() < deadline) {
     std::string r = p.cmd("stat " + key);
     if (ok(r) && pred(std::stoll(word(r, 1)))) return true;
   }

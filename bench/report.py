@@ -109,7 +109,7 @@ def tables(rows):
         if not rs and not errs:
             continue
         tls = next((r.get("tls") for r in rs), "")
-        out.append(f"### {title}{' (UCX_TLS=' + tls + ')' if tls and tls != 'default' else ''}\n")
+        out.append(f"#### {title}{' (UCX_TLS=' + tls + ')' if tls and tls != 'default' else ''}\n")
         out.append("| layout | size | thub GB/s | ucx_perftest GB/s | pf@chunk GB/s | memcpy GB/s | **thub / perftest** "
                    "| thub / pf@chunk | CPU s/GB thub src / rdr | CPU s/GB perftest src / rdr | publish ms "
                    "| first replicate ms | raw get GB/s (diag.) |")
@@ -137,7 +137,7 @@ def tables(rows):
             if one:
                 lay_rows.append((transport, r, one))
     if lay_rows:
-        out.append("### Layouts against one tensor of the same bytes (target >= 0.8)\n")
+        out.append("#### Layouts against one tensor of the same bytes (target >= 0.8)\n")
         out.append("| transport | layout | size | thub GB/s | one tensor thub GB/s | ratio | thub / perftest |")
         out.append("|---|---|---:|---:|---:|---:|---:|")
         for transport, r, one in lay_rows:
@@ -148,7 +148,7 @@ def tables(rows):
 
     pubs = [r for r in rows if r.get("bench") == "publish" and "idle_cpu_core_fraction" not in r]
     if pubs:
-        out.append("### THUB_Publish alone (target <= 1 ms, with and without verify)\n")
+        out.append("#### THUB_Publish alone (target <= 1 ms, with and without verify)\n")
         out.append("| layout | tensors | size | verify | first publish ms | publish ms (median) | min-max ms "
                    "| pack ms | compacted tensors | publish / 1 ms |")
         out.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
@@ -160,7 +160,7 @@ def tables(rows):
         out.append("")
     idles = [r for r in rows if r.get("bench") == "publish" and "idle_cpu_core_fraction" in r]
     if idles:
-        out.append("### CPU of a published source with no reader (target < 1% of a core)\n")
+        out.append("#### CPU of a published source with no reader (target < 1% of a core)\n")
         out.append("| layout | size | idle seconds | CPU, % of one core |")
         out.append("|---|---:|---:|---:|")
         for r in idles:
@@ -169,7 +169,7 @@ def tables(rows):
                        f"**{f(frac * 100 if frac is not None else None, '.3f')}%** |")
         out.append("The process holds the embedded registry too (as a trainer usually does).\n")
 
-    out.append("### Issue 11's targets in this run\n")
+    out.append("#### Issue 11's targets in this run\n")
     out.append("| metric | target | measured |")
     out.append("|---|---|---|")
     for metric, target, val in targets(rows):
@@ -278,7 +278,14 @@ def plot_transport(plt, rows, transport, title, png):
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    ax2.set_xlabel("shard size (MiB)")
+    ax2.set_xlabel("shard size")
+    ticks = []  # leave out a size too close to the previous one (1000 MiB beside 1 GiB)
+    for x in sizes:
+        if not ticks or x / ticks[-1] >= 1.5:
+            ticks.append(x)
+    ax2.set_xticks([x / MiB for x in ticks])
+    ax2.set_xticklabels([size_text(x).replace(" ", "") for x in ticks], rotation=45, fontsize=7)
+    ax2.minorticks_off()
     ax2.set_ylabel("CPU s per GB moved")
     ax2.set_yscale("log")
     ax2.grid(True, which="both", alpha=0.3)

@@ -142,11 +142,14 @@ def fanout(args):
                 cells.append(c)
             out.append(f"| {n} | " + " | ".join(cells) + " |")
         out.append("")
-    out.append("Stalls, medians. Trainer stall = how long the trainer's buffers are held by the method: "
-               "TensorHub: THUB_Publish + the final THUB_Unpublish (THUB_Publish alone beside it); "
-               "MPI: the root's time in MPI_Bcast; raw chain: until host 1 has read the last byte. "
-               "Total rollout stall = sum over rollouts of their THUB_Replicate time; partial = rollouts "
-               "whose source was a partial replica.\n")
+    out.append("Stalls, medians. Trainer stall = how long the trainer is blocked by the method: TensorHub: "
+               "THUB_Publish + the final THUB_Unpublish (called once every rollout is done, so it has nothing "
+               "to drain; THUB_Publish alone beside it); MPI: the root's time in MPI_Bcast; raw chain: until "
+               "host 1 has read the last byte (the source must not change its buffer before). TensorHub's "
+               "trainer may compute meanwhile but, by the mutability contract, not write the published "
+               "buffers until its reader is done: an unpublish before that waits. Total rollout stall = sum "
+               "over rollouts of their THUB_Replicate time; partial = rollouts whose source was a partial "
+               "replica.\n")
     out.append("| N | method | trainer stall (ms) | THUB_Publish (ms) | total rollout stall (s) | partial |")
     out.append("|---:|---|---:|---:|---:|---:|")
     for n in ns:

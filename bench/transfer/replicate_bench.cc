@@ -58,6 +58,7 @@ struct Options {
   bool ucx_peer_errors = false;
   bool thub = true;
   bool raw = true;            // the diagnostic raw-get loop
+  bool raw_ucx_alloc = false; // also the raw loop from a copy of the shard in UCX-allocated memory
   std::string perftest = "ucx_perftest";  // "" = no roofline
   uint64_t perftest_bytes = 4ull << 30;   // bytes each perftest pair moves (sets -n)
   int perftest_window = 1;                // -O at the shard's size (ucx_perftest's default)
@@ -114,6 +115,8 @@ void usage() {
       "  --perftest-window W  its -O (gets in flight) at the shard's size (default 1)\n"
       "  --perftest-chunk-window W  its -O at the chunk size (default: --inflight, like TensorHub)\n"
       "  --no-raw         skip the diagnostic raw ucp_get loop\n"
+      "  --raw-ucx-alloc  also run the raw loop from a copy of the shard in memory UCX allocates\n"
+      "                   (UCP_MEM_MAP_ALLOCATE, like ucx_perftest's buffers): user memory vs UCX's\n"
       "  --thub-verify    TensorHub's verify=true (checksums computed in THUB_Publish)\n"
       "  --no-verify      skip the end-to-end checksum of each method\n"
       "  --no-thub        measure the baselines only\n"
@@ -153,6 +156,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--perftest-window") o.perftest_window = std::atoi(val().c_str());
     else if (a == "--perftest-chunk-window") o.perftest_chunk_window = std::atoi(val().c_str());
     else if (a == "--no-raw") o.raw = false;
+    else if (a == "--raw-ucx-alloc") o.raw_ucx_alloc = true;
     else if (a == "--thub-verify") o.thub_verify = true;
     else if (a == "--no-verify") o.verify = false;
     else if (a == "--breakdown") o.breakdown = true;
@@ -171,6 +175,7 @@ Options parse(int argc, char** argv) {
   if (o.iters < 1 || o.warmup < 0 || o.inflight < 1 || o.sizes.empty()) {
     throw std::runtime_error("need --iters >= 1, --warmup >= 0, --inflight >= 1, some --sizes");
   }
+  if (o.raw_ucx_alloc && !o.raw) throw std::runtime_error("--raw-ucx-alloc needs the raw loop (no --no-raw)");
   if (o.perftest_chunk_window < 1) o.perftest_chunk_window = o.inflight;
   if (o.perftest_window < 1) throw std::runtime_error("--perftest-window >= 1");
   if (layout_fixes_size(o.layout)) o.sizes = {make_layout(o.layout, 0).bytes()};
@@ -222,6 +227,16 @@ void run_source(Channel& ch, const Options& o) {
         w.u64(reinterpret_cast<uint64_t>(shard->tensor(i))).u64(shard->tensor_bytes(i));
         w.bytes(o.raw ? ucx.map(shard->tensor(i), shard->tensor_bytes(i)) : std::string());
       }
+      // The same bytes in memory UCX allocates, tensors at the same offsets from its start.
+      std::string arkey;
+      char* copy = nullptr;
+      if (o.raw_ucx_alloc) {
+        size_t span = static_cast<size_t>(shard->tensor(shard->tensors() - 1) - shard->data()) +
+                      shard->tensor_bytes(shard->tensors() - 1);
+        copy = static_cast<char*>(ucx.alloc(span, &arkey));
+        std::memcpy(copy, shard->data(), span);
+      }
+      w.u64(reinterpret_cast<uint64_t>(copy)).bytes(arkey);
       ch.send(w.data());
     } else if (cmd == kPublish) {
       auto version = static_cast<int64_t>(msg.u64());
@@ -325,7 +340,7 @@ struct Method {
 struct SizeResult {
   uint64_t bytes = 0;
   int tensors = 0;
-  Method thub, perftest, perftest_chunk, raw, raw_tensor, memcpy_m;
+  Method thub, perftest, perftest_chunk, raw, raw_tensor, raw_alloc, memcpy_m;
   std::vector<double> perftest_p50, unpub_reader, unpub_source, publish_source, pack;
   std::vector<double> bd_first, bd_data, bd_done;
   int perftest_iters = 0, perftest_chunk_iters = 0;
@@ -424,7 +439,18 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
       (void)ucx.map(shard.tensor(i), shard.tensor_bytes(i));  // registered like TensorHub's tensors
     }
   }
-  const double gb = static_cast<double>(res.bytes) / 1e9;
+  std::vector<GetRegion> alloc_regions;
+  const uint64_t alloc_base = src.u64();
+  const std::string alloc_rkey = src.bytes();
+  if (o.raw_ucx_alloc) {
+    ucp_rkey_h rk = ucx.unpack(alloc_rkey);
+    for (int i = 0; i < ntensors; ++i) {
+      GetRegion g = regions[static_cast<size_t>(i)];
+      g.remote = alloc_base + static_cast<uint64_t>(shard.tensor(i) - shard.data());
+      g.rkey = rk;
+      alloc_regions.push_back(g);
+    }
+  }
 
   bool held = false;
   const int total = o.warmup + o.iters;
@@ -465,6 +491,16 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
       if (timed) {
         res.raw.add(secs(t0, t1), sc, c1 - c0);
         res.raw_tensor.add(secs(t2, t3), sc2, c2 - c1);
+      }
+      if (o.raw_ucx_alloc) {  // the same loop from UCX-allocated memory
+        serve_on(ch);
+        double a0 = self_cpu_s();
+        auto u0 = Clock::now();
+        (void)ucx.get_all(alloc_regions, o.chunk, o.inflight);
+        auto u1 = Clock::now();
+        double a1 = self_cpu_s();
+        double asc = serve_off(ch);
+        if (timed) res.raw_alloc.add(secs(u0, u1), asc, a1 - a0);
       }
     }
     // 4. memcpy of the same tensors inside this process.
@@ -522,7 +558,6 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
     if (!bad.empty()) throw std::runtime_error("reader: checksum mismatch after" + bad);
     res.verified = "ok";
   }
-  (void)gb;
 
   thub_check(THUB_Close(&m), ctx, "reader THUB_Close");
   ucx.destroy_rkeys();
@@ -551,7 +586,8 @@ double ratio(double a, double b) { return a > 0 && b > 0 ? a / b : -1; }
 void report(const Options& o, const std::string& tls, const SizeResult& r, FILE* json) {
   Summary th = summarize(r.thub, r.bytes), pf = summarize(r.perftest, r.bytes),
           pc = summarize(r.perftest_chunk, o.chunk), raw = summarize(r.raw, r.bytes),
-          rawt = summarize(r.raw_tensor, r.bytes), mc = summarize(r.memcpy_m, r.bytes);
+          rawt = summarize(r.raw_tensor, r.bytes), rawa = summarize(r.raw_alloc, r.bytes),
+          mc = summarize(r.memcpy_m, r.bytes);
   auto f = [](double v, const char* fmt) {
     char b[32];
     if (v < 0) return std::string("-");
@@ -565,6 +601,11 @@ void report(const Options& o, const std::string& tls, const SizeResult& r, FILE*
               f(th.rdr_cpu_gb, "%.3f").c_str(), f(pf.src_cpu_gb, "%.3f").c_str(), f(pf.rdr_cpu_gb, "%.3f").c_str(),
               f(mc.rdr_cpu_gb, "%.3f").c_str(), f(median(r.publish_source) * 1e3, "%.2f").c_str(),
               f(r.first_replicate * 1e3, "%.1f").c_str());
+  if (o.raw_ucx_alloc) {
+    std::printf("         raw loop from UCX-allocated memory: %s GB/s (user memory: %s), CPU s/GB src %s rdr %s\n",
+                f(rawa.gbps, "%.2f").c_str(), f(raw.gbps, "%.2f").c_str(), f(rawa.src_cpu_gb, "%.3f").c_str(),
+                f(rawa.rdr_cpu_gb, "%.3f").c_str());
+  }
   if (o.breakdown) {
     std::printf("         breakdown (ms, median): first byte %.3f, all bytes %.3f, returned %.3f\n",
                 median(r.bd_first) * 1e3, median(r.bd_data) * 1e3, median(r.bd_done) * 1e3);
@@ -587,6 +628,10 @@ void report(const Options& o, const std::string& tls, const SizeResult& r, FILE*
   j.num("perftest_chunk_source_cpu_s_per_gb", pc.src_cpu_gb).num("perftest_chunk_reader_cpu_s_per_gb", pc.rdr_cpu_gb);
   j.num("raw_get_source_cpu_s_per_gb", raw.src_cpu_gb).num("raw_get_reader_cpu_s_per_gb", raw.rdr_cpu_gb);
   j.num("memcpy_cpu_s_per_gb", mc.rdr_cpu_gb);
+  if (o.raw_ucx_alloc) {
+    j.num("raw_get_ucxmem_gbps", rawa.gbps).num("ratio_raw_get_ucxmem_perftest", ratio(rawa.gbps, pf.gbps));
+    j.num("raw_get_ucxmem_source_cpu_s_per_gb", rawa.src_cpu_gb).num("raw_get_ucxmem_reader_cpu_s_per_gb", rawa.rdr_cpu_gb);
+  }
   j.num("thub_s", th.s).num("perftest_s", pf.s).num("memcpy_s", mc.s);
   j.integer("perftest_window", o.perftest_window).integer("perftest_chunk_window", o.perftest_chunk_window);
   j.integer("perftest_iters", r.perftest_iters).integer("perftest_chunk_iters", r.perftest_chunk_iters);

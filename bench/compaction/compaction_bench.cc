@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/llama_layout.h"
 #include "bench/common/pipe_lines.h"
 
 [[noreturn]] void die(const std::string& what) {
@@ -31,16 +32,12 @@
 
 namespace {
 
-struct Config {
-  uint64_t layers = 32, hidden = 4096, ffn = 11008, vocab = 32000, target = 1ull << 30;
+struct Config : thub::bench::LlamaConfig {
+  uint64_t target = 1ull << 30;
   int iters = 7;
-  bool bias = true;
 };
 
-struct Tensor {
-  std::string name;
-  uint64_t bytes;
-};
+using Tensor = thub::bench::NamedTensor;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -64,35 +61,11 @@ uint64_t parse_size(const std::string& s) {
   }
 }
 
-// The real layout, with matrices' rows divided by `div` (>= 1).
-std::vector<Tensor> layout(const Config& c, uint64_t div) {
-  const uint64_t e = 2;  // bf16
-  auto mat = [&](uint64_t rows, uint64_t cols) { return std::max<uint64_t>(1, rows / div) * cols * e; };
-  std::vector<Tensor> t;
-  t.push_back({"model.embed_tokens.weight", mat(c.vocab, c.hidden)});
-  for (uint64_t l = 0; l < c.layers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "input_layernorm.weight", c.hidden * e});
-    for (const char* w : {"q_proj", "k_proj", "v_proj"}) {
-      t.push_back({p + "self_attn." + w + ".weight", mat(c.hidden, c.hidden)});
-      if (c.bias) t.push_back({p + "self_attn." + w + ".bias", c.hidden * e});
-    }
-    t.push_back({p + "self_attn.o_proj.weight", mat(c.hidden, c.hidden)});
-    t.push_back({p + "post_attention_layernorm.weight", c.hidden * e});
-    t.push_back({p + "mlp.gate_proj.weight", mat(c.ffn, c.hidden)});
-    t.push_back({p + "mlp.up_proj.weight", mat(c.ffn, c.hidden)});
-    t.push_back({p + "mlp.down_proj.weight", mat(c.hidden, c.ffn)});
-  }
-  t.push_back({"model.norm.weight", c.hidden * e});
-  t.push_back({"lm_head.weight", mat(c.vocab, c.hidden)});
-  return t;
-}
+using thub::bench::LlamaConfig;
+using thub::bench::llama_layout;
+using thub::bench::total_bytes;
 
-uint64_t total(const std::vector<Tensor>& t) {
-  uint64_t n = 0;
-  for (const auto& x : t) n += x.bytes;
-  return n;
-}
+uint64_t total(const std::vector<Tensor>& t) { return total_bytes(t); }
 
 THUB_Context init(const std::string& registry, const std::string& threshold) {
   THUB_Info info = THUB_INFO_NULL;
@@ -186,9 +159,8 @@ int main(int argc, char** argv) {
     else if (a == "--no-bias") cfg.bias = false;
     else die("unknown argument " + a);
   }
-  const uint64_t real = total(layout(cfg, 1));
-  uint64_t div = std::max<uint64_t>(1, (real + cfg.target - 1) / cfg.target);
-  const auto lay = layout(cfg, div);
+  const uint64_t div = thub::bench::llama_divisor(cfg, cfg.target);
+  const auto lay = llama_layout(cfg, div);
   size_t tiny = 0;
   uint64_t tiny_bytes = 0;
   for (const auto& t : lay) {

@@ -7,6 +7,10 @@
  * their buffer with a rank-dependent byte first, so stale or partial data cannot pass the
  * check (done outside the timed region).
  *
+ * The trainer's stall is the root's own time in MPI_Bcast (median over the iterations): how
+ * long the rank that holds the weights is blocked in the call. --label names the run in the
+ * JSON line (e.g. the tuned algorithm chosen with --mca options), default "mpi_bcast".
+ *
  * When NETLAB_RATE_BPS is set (netlab.sh exports it: the per-host link rate in bit/s), the
  * ideal time bytes*8/rate is reported too: a pipelined broadcast can at best feed every
  * receiver at its link rate.
@@ -28,15 +32,17 @@ typedef struct {
   int iters;
   int warmup;
   int check;
+  const char *label;
 } options_t;
 
 static void usage(const char *prog) {
   fprintf(stderr,
-          "usage: %s [--bytes S] [--iters N] [--warmup W] [--no-check]\n"
+          "usage: %s [--bytes S] [--iters N] [--warmup W] [--no-check] [--label L]\n"
           "  --bytes S   payload, with optional suffix K/M/G (KiB, MiB, GiB); default 256M\n"
           "  --iters N   timed iterations (default 5, max %d)\n"
           "  --warmup W  untimed iterations first (default 1)\n"
-          "  --no-check  skip the data check\n",
+          "  --no-check  skip the data check\n"
+          "  --label L   the method's name in the JSON line (default mpi_bcast)\n",
           prog, MAX_ITERS);
 }
 
@@ -75,6 +81,7 @@ static int parse_options(int argc, char **argv, options_t *opt) {
   opt->iters = 5;
   opt->warmup = 1;
   opt->check = 1;
+  opt->label = "mpi_bcast";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -87,6 +94,14 @@ static int parse_options(int argc, char **argv, options_t *opt) {
       i++;
     } else if (strcmp(a, "--warmup") == 0 && v) {
       if (parse_int(v, 0, MAX_ITERS, &opt->warmup)) { fprintf(stderr, "bad --warmup '%s'\n", v); return 1; }
+      i++;
+    } else if (strcmp(a, "--label") == 0 && v) {
+      for (const char *c = v; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.')) {
+          fprintf(stderr, "bad --label '%s' (letters, digits, '_', '-', '.')\n", v);
+          return 1;
+        }
+      opt->label = v;
       i++;
     } else if (strcmp(a, "--no-check") == 0) {
       opt->check = 0;
@@ -165,8 +180,9 @@ static void library_name(char *out, size_t cap) {
   out[k] = '\0';
 }
 
-static void report(const options_t *opt, int nranks, const double *times, int check_ok) {
+static void report(const options_t *opt, int nranks, const double *times, const double *root_times, int check_ok) {
   double med = median_of(times, opt->iters), lo = times[0], hi = times[0];
+  double root_med = median_of(root_times, opt->iters);
   for (int i = 1; i < opt->iters; i++) {
     if (times[i] < lo) lo = times[i];
     if (times[i] > hi) hi = times[i];
@@ -184,12 +200,12 @@ static void report(const options_t *opt, int nranks, const double *times, int ch
          nranks, (double)opt->bytes / (1 << 20), med, lo, hi, gbps);
   if (ideal > 0)
     printf(", ideal %.4f s at %.3f Gbit/s links -> %.2fx ideal", ideal, link_bps / 1e9, med / ideal);
-  printf(", data %s\n", opt->check ? (check_ok ? "ok" : "CORRUPT") : "not checked");
+  printf(", root in the call %.4f s, data %s\n", root_med, opt->check ? (check_ok ? "ok" : "CORRUPT") : "not checked");
 
-  printf("{\"bench\":\"mpi_bcast\",\"impl\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"iters\":%d,"
+  printf("{\"bench\":\"mpi_bcast\",\"method\":\"%s\",\"impl\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"iters\":%d,"
          "\"warmup\":%d,\"median_s\":%.6f,\"min_s\":%.6f,\"max_s\":%.6f,\"gbps\":%.4f,"
-         "\"gbytes_per_s\":%.4f",
-         lib, nranks, opt->bytes, opt->iters, opt->warmup, med, lo, hi, gbps, gbps / 8.0);
+         "\"gbytes_per_s\":%.4f,\"trainer_stall_s\":%.6f",
+         opt->label, lib, nranks, opt->bytes, opt->iters, opt->warmup, med, lo, hi, gbps, gbps / 8.0, root_med);
   if (ideal > 0)
     printf(",\"link_gbps\":%.4f,\"ideal_s\":%.6f,\"vs_ideal\":%.4f", link_bps / 1e9, ideal, med / ideal);
   printf(",\"check\":\"%s\",\"times_s\":[", opt->check ? (check_ok ? "ok" : "corrupt") : "skipped");
@@ -222,7 +238,7 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  double times[MAX_ITERS];
+  double times[MAX_ITERS], root_times[MAX_ITERS];
   unsigned long long errors = 0;
   for (int it = 0; it < opt.warmup + opt.iters; it++) {
     if (rank == 0) fill_payload(buf, opt.bytes, it);
@@ -237,7 +253,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "rank %d: MPI_Bcast failed (%d)\n", rank, rc);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (it >= opt.warmup) times[it - opt.warmup] = slowest;
+    if (it >= opt.warmup) {
+      times[it - opt.warmup] = slowest;
+      root_times[it - opt.warmup] = elapsed; /* meaningful at rank 0, the root */
+    }
 
     if (opt.check && rank != 0) {
       size_t first_bad = 0, bad = check_payload(buf, opt.bytes, it, &first_bad);
@@ -249,7 +268,7 @@ int main(int argc, char **argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 
-  if (rank == 0) report(&opt, nranks, times, errors == 0);
+  if (rank == 0) report(&opt, nranks, times, root_times, errors == 0);
   free(buf);
   MPI_Finalize();
   return errors == 0 ? 0 : 1;

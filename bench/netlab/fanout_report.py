@@ -19,7 +19,10 @@ METHODS = [  # (key, label in tables and plots)
     ("nopipe", "(b) TensorHub, pipeline=false"),
     ("p2p", "(c) point-to-point (max_readers=N)"),
     ("mpi_bcast", "(d) Open MPI MPI_Bcast"),
+    ("mpi_tuned", "(f) Open MPI best tuned"),
+    ("ucx_chain", "(g) static chain of raw ucp_get"),
 ]
+THUB = ("pipeline", "nopipe", "p2p", "tuned")
 
 
 def rate_bps(text):
@@ -62,18 +65,24 @@ def fmt(x, spec=".2f", none="–"):
 def fanout(args):
     rows = load(args.infile)
     bps = rate_bps(args.rate)
-    samples, stalls, tstalls, partial, nbytes, errors = {}, {}, {}, {}, {}, {}
+    samples, stalls, tstalls, pubs, partial, nbytes, errors = {}, {}, {}, {}, {}, {}, {}
     for r in rows:
         if r.get("bench") == "mpi_bcast":
-            key = ("mpi_bcast", r["ranks"] - 1)
+            key = (r.get("method", "mpi_bcast"), r["ranks"] - 1)
             vals = r.get("times_s", [])
+            if "trainer_stall_s" in r:
+                tstalls.setdefault(key, []).append(r["trainer_stall_s"])
         else:
             key = (r["method"], r["rollouts"])
             vals = [r["completion_s"]] if "completion_s" in r else []
             if vals:
-                stalls.setdefault(key, []).append(r["rollout_stall_s"])
                 tstalls.setdefault(key, []).append(r["trainer_stall_s"])
-                partial.setdefault(key, []).append(r["partial_rollouts"])
+                if "rollout_stall_s" in r:
+                    stalls.setdefault(key, []).append(r["rollout_stall_s"])
+                if "publish_s" in r:
+                    pubs.setdefault(key, []).append(r["publish_s"])
+                if "partial_rollouts" in r:
+                    partial.setdefault(key, []).append(r["partial_rollouts"])
         if "error" in r or r.get("check", "ok") not in ("ok",):
             errors[key] = errors.get(key, 0) + 1
         if "bytes" in r:
@@ -82,13 +91,24 @@ def fanout(args):
     ns = sorted({k[1] for k in samples})
     size = max(nbytes.values()) if nbytes else 0
     ideal = size * 8 / bps
+    # Open MPI's best tuned variant per N (chain/pipeline x segment sizes): the lowest median.
+    tuned = {}
+    for (m, n), v in samples.items():
+        if m.startswith("mpi_tuned_") and v and (n not in tuned or med(v) < med(samples[tuned[n]])):
+            tuned[n] = (m, n)
+    for n, key in tuned.items():
+        samples[("mpi_tuned", n)] = samples[key]
+        if key in tstalls:
+            tstalls[("mpi_tuned", n)] = tstalls[key]
 
     out = []
     out.append(f"Completion time of the fan-out (last rollout done), median seconds; "
                f"S = {size / 2**20:.0f} MiB, links {args.rate}, ideal S/R = {ideal:.3f} s. "
-               f"n = samples (runs; MPI: timed iterations).\n")
-    out.append("| N | ideal | " + " | ".join(lbl for _, lbl in METHODS) + " | (a)/ideal | (a)/(d) |")
-    out.append("|---:|---:|" + "---:|" * len(METHODS) + "---:|---:|")
+               f"n = samples (runs; MPI: timed iterations). (f) = the fastest of Open MPI's tuned "
+               f"variants at that N (all of them in the next table); (g) = thub_chain_get.\n")
+    out.append("| N | ideal | " + " | ".join(lbl for _, lbl in METHODS) +
+               " | (a)/ideal | (a)/(d) | **(a)/(f)** | (a)/(g) |")
+    out.append("|---:|---:|" + "---:|" * len(METHODS) + "---:|---:|---:|---:|")
     for n in ns:
         cells = []
         for key, _ in METHODS:
@@ -98,20 +118,46 @@ def fanout(args):
             if e:
                 cell += f" [{e} failed]"
             cells.append(cell)
-        a, d = med(samples.get(("pipeline", n), [])), med(samples.get(("mpi_bcast", n), []))
+        a = med(samples.get(("pipeline", n), []))
+        d, t, g = (med(samples.get((k, n), [])) for k in ("mpi_bcast", "mpi_tuned", "ucx_chain"))
         out.append(f"| {n} | {ideal:.2f} | " + " | ".join(cells) +
-                   f" | {fmt(a / ideal if a else None)} | {fmt(a / d if a and d else None)} |")
+                   f" | {fmt(a / ideal if a else None)} | {fmt(a / d if a and d else None)} | "
+                   f"**{fmt(a / t if a and t else None)}** | {fmt(a / g if a and g else None)} |")
     out.append("")
-    out.append("Stalls, medians: total rollout stall = sum over rollouts of their THUB_Replicate time; "
-               "trainer stall = THUB_Publish + the final THUB_Unpublish; partial = rollouts whose "
-               "source was a partial replica.\n")
-    out.append("| N | method | total rollout stall (s) | trainer stall (ms) | partial |")
-    out.append("|---:|---|---:|---:|---:|")
+    variants = sorted({m for (m, _) in samples if m.startswith("mpi_tuned_")})
+    if variants:
+        out.append("Open MPI's tuned broadcast variants (`coll_tuned_use_dynamic_rules 1`, algorithm 2 = chain with "
+                   "`chain_fanout 1`, 3 = pipeline; segment size), median seconds; **bold** = the best at that N.\n")
+        out.append("| N | " + " | ".join(v.replace("mpi_tuned_", "") for v in variants) + " |")
+        out.append("|---:|" + "---:|" * len(variants))
+        for n in ns:
+            cells = []
+            for v in variants:
+                x = med(samples.get((v, n), []))
+                c = fmt(x)
+                if tuned.get(n) == (v, n):
+                    c = f"**{c}**"
+                if errors.get((v, n)):
+                    c += f" [{errors[(v, n)]} failed]"
+                cells.append(c)
+            out.append(f"| {n} | " + " | ".join(cells) + " |")
+        out.append("")
+    out.append("Stalls, medians. Trainer stall = how long the trainer is blocked by the method: TensorHub: "
+               "THUB_Publish + the final THUB_Unpublish (called once every rollout is done, so it has nothing "
+               "to drain; THUB_Publish alone beside it); MPI: the root's time in MPI_Bcast; raw chain: until "
+               "host 1 has read the last byte (the source must not change its buffer before). TensorHub's "
+               "trainer may compute meanwhile but, by the mutability contract, not write the published "
+               "buffers until its reader is done: an unpublish before that waits. Total rollout stall = sum "
+               "over rollouts of their THUB_Replicate time; partial = rollouts whose source was a partial "
+               "replica.\n")
+    out.append("| N | method | trainer stall (ms) | THUB_Publish (ms) | total rollout stall (s) | partial |")
+    out.append("|---:|---|---:|---:|---:|---:|")
     for n in ns:
-        for key, lbl in METHODS[:3]:
-            if (key, n) in stalls:
-                out.append(f"| {n} | {lbl} | {fmt(med(stalls[(key, n)]))} | "
-                           f"{fmt(med(tstalls[(key, n)]) * 1e3, '.1f')} | {fmt(med(partial[(key, n)]), 'g')} |")
+        for key, lbl in METHODS:
+            if (key, n) in tstalls:
+                out.append(f"| {n} | {lbl} | {fmt(med(tstalls[(key, n)]) * 1e3, '.1f')} | "
+                           f"{fmt(med(pubs[(key, n)]) * 1e3 if (key, n) in pubs else None, '.2f')} | "
+                           f"{fmt(med(stalls.get((key, n), [])))} | {fmt(med(partial.get((key, n), [])), 'g')} |")
     text = "\n".join(out)
     print(text)
     if args.doc:
@@ -119,11 +165,11 @@ def fanout(args):
     plt = pyplot() if args.png else None
     if plt:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        for (key, lbl), mk in zip(METHODS, "osd^"):
+        for (key, lbl), mk in zip(METHODS, "osd^vP"):
             pts = [(n, med(samples[(key, n)])) for n in ns if samples.get((key, n))]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=mk, label=lbl)
-        ax.plot(ns, [ideal] * len(ns), "k--", label=f"(e) ideal S/R = {ideal:.2f} s")
+        ax.axhline(ideal, color="k", ls="--", label=f"(e) ideal S/R = {ideal:.2f} s")
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns)
         ax.set_xticklabels([str(n) for n in ns])

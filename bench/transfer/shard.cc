@@ -1,8 +1,12 @@
 #include "bench/transfer/shard.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+
+#include "bench/common/llama_layout.h"
 
 namespace thub::bench {
 
@@ -16,45 +20,114 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x *= 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+
+size_t round_up(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 }  // namespace
 
-Shard::Shard(size_t bytes, int tensors) : bytes_(bytes) {
-  size_t alloc = (bytes + kPage - 1) / kPage * kPage;
-  base_ = static_cast<char*>(std::aligned_alloc(kPage, alloc ? alloc : kPage));
-  if (!base_) throw std::bad_alloc();
-  std::memset(base_, 0, alloc);
+uint64_t Layout::bytes() const {
+  uint64_t n = 0;
+  for (size_t s : sizes) n += s;
+  return n;
+}
+
+uint64_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end ? end : "";
+  uint64_t mul = 1;
+  if (unit == "K" || unit == "KiB") mul = 1ull << 10;
+  else if (unit == "M" || unit == "MiB") mul = 1ull << 20;
+  else if (unit == "G" || unit == "GiB") mul = 1ull << 30;
+  else if (!unit.empty()) throw std::runtime_error("bad size '" + s + "' (use e.g. 64M, 1G, 1048576)");
+  if (!(v > 0)) throw std::runtime_error("bad size '" + s + "'");
+  return static_cast<uint64_t>(v * static_cast<double>(mul));
+}
+
+std::string size_text(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) std::snprintf(buf, sizeof buf, "%lluG", (unsigned long long)(b >> 30));
+  else if (b >= (1ull << 20) && b % (1ull << 20) == 0) std::snprintf(buf, sizeof buf, "%lluM", (unsigned long long)(b >> 20));
+  else if (b >= (1ull << 10) && b % (1ull << 10) == 0) std::snprintf(buf, sizeof buf, "%lluK", (unsigned long long)(b >> 10));
+  else std::snprintf(buf, sizeof buf, "%llu", (unsigned long long)b);
+  return buf;
+}
+
+bool layout_fixes_size(const std::string& spec) { return spec.find('x') != std::string::npos; }
+
+Layout make_layout(const std::string& spec, uint64_t bytes) {
+  Layout l;
+  l.spec = spec;
+  if (spec == "7b") {
+    LlamaConfig c;
+    for (const auto& t : llama_layout(c, llama_divisor(c, bytes))) l.sizes.push_back(t.bytes);
+    return l;
+  }
+  size_t x = spec.find('x');
+  if (x != std::string::npos) {
+    long n = std::strtol(spec.substr(0, x).c_str(), nullptr, 10);
+    uint64_t each = parse_size(spec.substr(x + 1));
+    if (n < 1) throw std::runtime_error("bad layout '" + spec + "' (NxS: N >= 1 tensors of S bytes)");
+    l.sizes.assign(static_cast<size_t>(n), each);
+    return l;
+  }
+  char* end = nullptr;
+  long t = std::strtol(spec.c_str(), &end, 10);
+  if (t < 1 || (end && *end)) throw std::runtime_error("bad layout '" + spec + "' (T, NxS or 7b)");
+  if (bytes < static_cast<uint64_t>(t)) throw std::runtime_error("a size is smaller than the tensor count");
   // Equal tensors rounded down to whole pages; the last one takes the rest.
-  size_t each = bytes / static_cast<size_t>(tensors) / kPage * kPage;
-  if (each == 0) each = bytes / static_cast<size_t>(tensors);
+  size_t each = bytes / static_cast<size_t>(t) / kPage * kPage;
+  if (each == 0) each = bytes / static_cast<size_t>(t);
   size_t off = 0;
-  for (int i = 0; i < tensors; ++i) {
-    size_t len = i + 1 == tensors ? bytes - off : each;
-    off_.push_back(off);
-    len_.push_back(len);
+  for (long i = 0; i < t; ++i) {
+    size_t len = i + 1 == t ? bytes - off : each;
+    l.sizes.push_back(len);
     off += len;
   }
+  return l;
+}
+
+Shard::Shard(const Layout& layout) {
+  size_t off = 0;
+  for (size_t len : layout.sizes) {
+    off_.push_back(off);
+    len_.push_back(len);
+    bytes_ += len;
+    off += round_up(len);  // every tensor starts on a page, as separate allocations would
+  }
+  alloc_ = off ? off : kPage;
+  base_ = static_cast<char*>(std::aligned_alloc(kPage, alloc_));
+  if (!base_) throw std::bad_alloc();
+  std::memset(base_, 0, alloc_);
 }
 
 Shard::~Shard() { std::free(base_); }
 
 void Shard::fill(uint64_t seed) {
-  size_t words = bytes_ / 8;
-  auto* w = reinterpret_cast<uint64_t*>(base_);
-  for (size_t i = 0; i < words; ++i) w[i] = mix(seed ^ (i * 0x9E3779B97F4A7C15ull));
-  for (size_t i = words * 8; i < bytes_; ++i) base_[i] = static_cast<char>(mix(seed + i));
+  for (int t = 0; t < tensors(); ++t) {
+    char* p = tensor(t);
+    size_t n = len_[t], words = n / 8;
+    auto* w = reinterpret_cast<uint64_t*>(p);
+    uint64_t s = seed ^ mix(static_cast<uint64_t>(t) + 1);
+    for (size_t i = 0; i < words; ++i) w[i] = mix(s ^ (i * 0x9E3779B97F4A7C15ull));
+    for (size_t i = words * 8; i < n; ++i) p[i] = static_cast<char>(mix(s + i));
+  }
 }
 
-void Shard::zero() { std::memset(base_, 0, bytes_); }
+void Shard::zero() { std::memset(base_, 0, alloc_); }
 
 uint64_t Shard::checksum() const {
-  size_t words = bytes_ / 8;
-  const auto* w = reinterpret_cast<const uint64_t*>(base_);
   uint64_t a = 0, b = 0;
-  for (size_t i = 0; i < words; ++i) {
-    a += w[i];
-    b ^= w[i] + i;  // position-dependent: catches shifted or swapped blocks
+  for (int t = 0; t < tensors(); ++t) {
+    const char* p = tensor(t);
+    size_t n = len_[t], words = n / 8;
+    const auto* w = reinterpret_cast<const uint64_t*>(p);
+    uint64_t base = static_cast<uint64_t>(t) << 40;
+    for (size_t i = 0; i < words; ++i) {
+      a += w[i];
+      b ^= w[i] + (base | i);  // position-dependent: catches shifted or swapped blocks
+    }
+    for (size_t i = words * 8; i < n; ++i) a += static_cast<unsigned char>(p[i]) * (base + i + 1);
   }
-  for (size_t i = words * 8; i < bytes_; ++i) a += static_cast<unsigned char>(base_[i]) * (i + 1);
   return mix(a) ^ b;
 }
 

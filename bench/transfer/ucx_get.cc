@@ -80,6 +80,26 @@ std::string UcxGetBaseline::map(void* addr, size_t len) {
   return packed;
 }
 
+void* UcxGetBaseline::alloc(size_t len, std::string* rkey) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  mp.address = nullptr;
+  mp.length = len;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h memh = nullptr;
+  check(ucp_mem_map(ctx_, &mp, &memh), "ucp_mem_map (allocate)");
+  memh_.push_back(memh);
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+  check(ucp_mem_query(memh, &attr), "ucp_mem_query");
+  void* rb = nullptr;
+  size_t rlen = 0;
+  check(ucp_rkey_pack(ctx_, memh, &rb, &rlen), "ucp_rkey_pack");
+  rkey->assign(static_cast<const char*>(rb), rlen);
+  ucp_rkey_buffer_release(rb);
+  return attr.address;
+}
+
 void UcxGetBaseline::unmap_all() {
   for (ucp_mem_h m : memh_) ucp_mem_unmap(ctx_, m);
   memh_.clear();

@@ -31,6 +31,9 @@ class UcxGetBaseline {
 
   // Register [addr, addr+len) with ucp_mem_map; returns the packed rkey.
   std::string map(void* addr, size_t len);
+  // Memory UCX allocates itself (ucp_mem_map with UCP_MEM_MAP_ALLOCATE, as ucx_perftest's
+  // buffers are): its address, and the packed rkey in *rkey. Freed by unmap_all().
+  void* alloc(size_t len, std::string* rkey);
   void unmap_all();
 
   // peer_errors: UCP_ERR_HANDLING_MODE_PEER on the endpoint, as TensorHub's endpoints have

@@ -263,6 +263,11 @@ sched::Reply Connection::Impl::request(MsgType type, const std::string& payload,
 }
 
 sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
+  try {
+    check_limits(ev);  // the registry would refuse it; say so without sending 63 MiB
+  } catch (const LimitError& e) {
+    throw Error(Code::kArg, std::string(type_name(type_of(ev))) + ": " + e.what());
+  }
   return impl_->request(type_of(ev), encode_event(ev), timeout_ms);
 }
 

@@ -30,6 +30,7 @@ struct Conn {
   std::string out;
   bool hello = false;
   bool closing = false;  // flush `out`, then close
+  bool failed = false;   // close now: something could not be sent to it
 };
 }  // namespace
 
@@ -54,12 +55,18 @@ struct Server::Impl {
   void on_readable(sched::ClientId id, Conn& c);
   void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
   void apply(const sched::Event& ev);
-  void send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload);
+  template <typename Encode>
+  void queue(sched::ClientId id, const char* what, Encode&& encode);
+  void send_reply(const sched::Reply& r, size_t max_detail = kMaxDetailBytes);
   void reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why);
+  void refuse(sched::ClientId id, uint64_t req, sched::Status st, const std::string& why);
+  void fail(sched::ClientId id, Conn& c, const std::string& why);
+  void drop_failed();
   void drop(sched::ClientId id);
   void log(const std::string& s) const {
     if (opts.verbose) std::fprintf(stderr, "tensorhub-registry: %s\n", s.c_str());
   }
+  static void warn(const std::string& s) { std::fprintf(stderr, "tensorhub-registry: %s\n", s.c_str()); }
 };
 
 Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) {
@@ -116,24 +123,32 @@ void Server::Impl::serve() {
       auto it = conns.find(ids[i]);
       if (it == conns.end()) continue;
       Conn& c = it->second;
-      short re = fds[i + 2].revents;
-      if ((re & POLLOUT) && !c.out.empty()) {
-        ssize_t k = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0) c.out.erase(0, static_cast<size_t>(k));
-        else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+      // Nothing one client does may end the loop that serves all of them.
+      try {
+        short re = fds[i + 2].revents;
+        if ((re & POLLOUT) && !c.out.empty()) {
+          ssize_t k = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (k > 0) c.out.erase(0, static_cast<size_t>(k));
+          else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+            drop(ids[i]);
+            continue;
+          }
+        }
+        if (c.failed || (c.closing && c.out.empty())) {
           drop(ids[i]);
           continue;
         }
+        if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(ids[i], c);
+      } catch (const std::exception& e) {
+        auto again = conns.find(ids[i]);
+        if (again != conns.end()) fail(ids[i], again->second, std::string("internal error: ") + e.what());
       }
-      if (c.closing && c.out.empty()) {
-        drop(ids[i]);
-        continue;
-      }
-      if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(ids[i], c);
+      drop_failed();
     }
     if (now() - last_tick >= static_cast<sched::Time>(opts.tick_ms) * 1000) {
       last_tick = now();
       apply(sched::Tick{});
+      drop_failed();
     }
   }
   conns.clear();
@@ -193,7 +208,7 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       sched::Reply r{};
       r.client = id;
       r.req = h.req;
-      send(id, MsgType::kReply, h.req, encode_reply(r));
+      send_reply(r);
       return;
     }
     if (!c.hello) return reject(id, c, h.req, sched::Status::kState, "the first message must be HELLO");
@@ -202,10 +217,13 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       r.client = id;
       r.req = h.req;
       r.detail = reg.describe();
-      send(id, MsgType::kReply, h.req, encode_reply(r));
+      send_reply(r, kMaxDescribeBytes);
       return;
     }
     apply(decode_event(h.type, h.req, id, payload));
+  } catch (const LimitError& e) {
+    // Well-formed but too large to store: refuse the request, keep the connection.
+    refuse(id, h.req, sched::Status::kArg, std::string(type_name(h.type)) + " refused: " + e.what());
   } catch (const CodecError& e) {
     reject(id, c, h.req, sched::Status::kArg,
            std::string("malformed ") + type_name(h.type) + " message: " + e.what());
@@ -217,14 +235,20 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
 }
 
 void Server::Impl::apply(const sched::Event& ev) {
-  std::vector<sched::Action> actions = reg.step(ev, now());
+  std::vector<sched::Action> actions;
+  try {
+    actions = reg.step(ev, now());
+  } catch (const std::exception& e) {
+    warn(std::string("internal error in the registry's state machine: ") + e.what());
+    return;
+  }
   for (auto& a : actions) {
     if (auto* r = std::get_if<sched::Reply>(&a)) {
-      send(r->client, MsgType::kReply, r->req, encode_reply(*r));
+      send_reply(*r);
     } else if (auto* o = std::get_if<sched::Offload>(&a)) {
-      send(o->client, MsgType::kOffload, 0, encode_order(o->member, o->version));
+      queue(o->client, "OFFLOAD", [&] { return encode_frame(MsgType::kOffload, 0, encode_order(o->member, o->version)); });
     } else if (auto* x = std::get_if<sched::Discard>(&a)) {
-      send(x->client, MsgType::kDiscard, 0, encode_order(x->member, x->version));
+      queue(x->client, "DISCARD", [&] { return encode_frame(MsgType::kDiscard, 0, encode_order(x->member, x->version)); });
     } else if (auto* d = std::get_if<sched::Drop>(&a)) {
       auto it = conns.find(d->client);
       if (it != conns.end()) {
@@ -235,22 +259,56 @@ void Server::Impl::apply(const sched::Event& ev) {
   }
 }
 
-void Server::Impl::send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload) {
+// A frame that cannot be encoded (or any failure while queuing it) must not escape into the
+// loop: that client is closed, logged, and everybody else goes on.
+template <typename Encode>
+void Server::Impl::queue(sched::ClientId id, const char* what, Encode&& encode) {
   auto it = conns.find(id);
-  if (it == conns.end()) return;
-  it->second.out += encode_frame(t, req, payload);
+  if (it == conns.end() || it->second.failed) return;
+  try {
+    it->second.out += encode();
+  } catch (const std::exception& e) {
+    fail(id, it->second, std::string("cannot send ") + what + ": " + e.what());
+  }
+}
+
+void Server::Impl::send_reply(const sched::Reply& r, size_t max_detail) {
+  queue(r.client, "a reply", [&] { return encode_frame(MsgType::kReply, r.req, encode_reply(r, max_detail)); });
 }
 
 void Server::Impl::reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why) {
+  refuse(id, req, st, why);
+  c.closing = true;
+  c.in.clear();
+}
+
+void Server::Impl::refuse(sched::ClientId id, uint64_t req, sched::Status st, const std::string& why) {
   log("client " + std::to_string(id) + ": " + why);
   sched::Reply r{};
   r.client = id;
   r.req = req;
   r.status = st;
   r.detail = why;
-  c.out += encode_frame(MsgType::kReply, req, encode_reply(r));
+  send_reply(r);
+}
+
+void Server::Impl::fail(sched::ClientId id, Conn& c, const std::string& why) {
+  warn("client " + std::to_string(id) + " closed: " + why);
+  c.failed = true;
   c.closing = true;
-  c.in.clear();
+}
+
+void Server::Impl::drop_failed() {
+  for (bool again = true; again;) {  // dropping one may fail another (replies to it)
+    again = false;
+    for (auto& [id, c] : conns) {
+      if (c.failed) {
+        drop(id);
+        again = true;
+        break;
+      }
+    }
+  }
 }
 
 void Server::Impl::drop(sched::ClientId id) {

@@ -25,6 +25,7 @@ constexpr uint32_t kMaxPayload = 64u << 20;
 // fits one frame (docs/protocol.md, "Limits"). A request beyond these is refused with
 // status -1 and a message; its connection stays open.
 constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's token and datacenter
+constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before HELLO, no frame may announce more
 constexpr size_t kMaxDetailBytes = 64u << 10;     // a reply's detail text (longer is truncated)
 constexpr size_t kMaxDescribeBytes = 4u << 20;    // DESCRIBE's text (longer is truncated)
 constexpr size_t kReplyFixedBytes = 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1;  // a REPLY less its two texts

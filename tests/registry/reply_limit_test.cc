@@ -10,6 +10,7 @@
 #include "src/registry/protocol.h"
 #include "src/registry/server.h"
 #include "tests/registry/daemon.h"
+#include "tests/registry/embedded.h"
 #include "tests/registry/raw_client.h"
 
 namespace thub::registry::test {
@@ -20,18 +21,6 @@ namespace {
 // (45 bytes of other fields) carrying it does not.
 constexpr size_t kNearLimit = kMaxPayload - 32;
 constexpr size_t kDescribeLimit = 4u << 20;
-
-struct Embedded {
-  explicit Embedded(bool pipeline = true) {
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.sched.pipeline = pipeline;
-    server = std::make_unique<Server>(o);
-    server->start();
-  }
-  std::string address() const { return server->address(); }
-  std::unique_ptr<Server> server;
-};
 
 uint64_t open_member(RawClient& c, const std::string& replica, uint64_t req) {
   EXPECT_TRUE(c.send_event(sched::Open{0, 0, "m", replica, 0, 1, 0, false}, req));
@@ -88,7 +77,7 @@ void near_limit_publish_then_replicate(const std::string& address) {
 }
 
 TEST(ReplyLimitTest, NearLimitDescriptorIsRefusedAndTheEmbeddedRegistrySurvives) {
-  Embedded e(/*pipeline=*/false);
+  Embedded e([](ServerOptions& o) { o.sched.pipeline = false; });
   near_limit_publish_then_replicate(e.address());
 }
 

@@ -418,6 +418,11 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       return;
     }
     apply(decode_event(h.type, h.req, id, payload));
+    if (h.type == MsgType::kHeartbeat) {
+      // Answered, so that a client can tell a live registry from a stopped one whose kernel
+      // still accepts its bytes (docs/protocol.md).
+      queue(id, "a heartbeat", [&] { return encode_frame(MsgType::kHeartbeat, h.req, {}); });
+    }
   } catch (const LimitError& e) {
     // Well-formed but too large to store: refuse the request, keep the connection.
     refuse(id, h.req, sched::Status::kArg, "limit", std::string(type_name(h.type)) + " refused: " + e.what());

@@ -36,7 +36,7 @@ static_assert(kMaxDescribeBytes + kReplyFixedBytes <= kMaxPayload, "DESCRIBE's r
 
 enum class MsgType : uint16_t {
   kHello = 1,         // token, datacenter
-  kHeartbeat = 2,     // (empty; no reply)
+  kHeartbeat = 2,     // (empty) both ways: the registry answers each one
   kOpen = 3,
   kClose = 4,
   kPublish = 5,

@@ -56,11 +56,12 @@ class FakeRegistry {
       std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
       for (auto& p : peers) fds.push_back({p.fd.get(), POLLIN, 0});
       if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+      size_t polled = peers.size();  // a peer accepted below has no pollfd yet
       if (fds[0].revents & POLLIN) {
         int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (fd >= 0) peers.push_back(Peer{Fd(fd), {}});
       }
-      for (size_t i = 0; i < peers.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         char buf[65536];
         ssize_t k = ::recv(peers[i].fd.get(), buf, sizeof buf, MSG_DONTWAIT);

@@ -28,6 +28,11 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.timeout_ms = info.get_int("timeout_ms", 0, 0, int64_t{1} << 40);
   c.heartbeat_ms = static_cast<int>(info.get_int("heartbeat_ms", c.heartbeat_ms, 10, 3600000));
   c.reconnect_ms = static_cast<int>(info.get_int("reconnect_ms", c.reconnect_ms, 0, 3600000));
+  c.registry_timeout_ms = static_cast<int>(info.get_int("registry_timeout_ms", c.registry_timeout_ms, 0, 86400000));
+  c.registry_connect_timeout_ms =
+      static_cast<int>(info.get_int("registry_connect_timeout_ms", c.registry_connect_timeout_ms, 1, 3600000));
+  c.registry_request_timeout_ms =
+      static_cast<int>(info.get_int("registry_request_timeout_ms", c.registry_request_timeout_ms, 0, 86400000));
   c.heartbeat_timeout_ms = info.get_int("heartbeat_timeout_ms", c.heartbeat_timeout_ms, 20, 86400000);
   c.stall_timeout_ms = info.get_int("stall_timeout_ms", c.stall_timeout_ms, 10, 86400000);
   c.pipeline = info.get_bool("pipeline", true);
@@ -85,6 +90,9 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   co.datacenter = cfg_.datacenter;
   co.heartbeat_ms = cfg_.heartbeat_ms;
   co.reconnect_ms = cfg_.reconnect_ms;
+  co.registry_timeout_ms = cfg_.registry_timeout_ms;
+  co.connect_timeout_ms = cfg_.registry_connect_timeout_ms;
+  co.request_timeout_ms = cfg_.registry_request_timeout_ms;
   conn_ = std::make_unique<registry::Connection>(co);
   conn_->on_order([this](const registry::Order& o) { dispatch_order(o.member, o.offload, o.version); });
   conn_->on_reconnect([this] { dispatch_reconnect(); });

@@ -35,6 +35,9 @@ struct ContextConfig {
   int64_t timeout_ms = 0;
   int heartbeat_ms = 1000;
   int reconnect_ms = 10000;             // after losing the registry, try the list this long
+  int registry_timeout_ms = 5000;       // a registry silent this long is lost (failover); 0: never
+  int registry_connect_timeout_ms = 5000;   // per address: connect and HELLO
+  int registry_request_timeout_ms = 30000;  // requests answered at once, unless timeout_ms is set
   int64_t heartbeat_timeout_ms = 5000;  // embedded registry: drop silent clients after this
   int64_t stall_timeout_ms = 10000;     // a source with no progress this long has failed
   bool pipeline = true;                 // embedded registry: hand out partial sources

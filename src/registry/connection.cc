@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -13,6 +15,7 @@
 
 #include "src/common/codec.h"
 #include "src/common/status.h"
+#include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
 #include "src/registry/socket.h"
 
@@ -20,7 +23,22 @@ namespace thub::registry {
 
 namespace {
 enum class State { kConnected, kReconnecting, kDead };
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+// Requests the registry may answer much later: a drain or a busy source lasts as long as a
+// transfer. They wait as long as the registry is alive; the others get request_timeout_ms.
+bool deferrable(MsgType t) {
+  return t == MsgType::kReplicate || t == MsgType::kSourceFailed || t == MsgType::kUnpublish;
+}
+
+// Requests are written in slices; each slice the registry takes counts as a sign of life,
+// so that a long upload is not mistaken for a silent registry.
+constexpr size_t kWriteSlice = 256u << 10;
+}  // namespace
 
 struct Connection::Impl {
   ConnectionOptions opts;
@@ -39,14 +57,21 @@ struct Connection::Impl {
   std::function<void()> reconnect_fn;
   std::vector<std::thread> helpers;
   std::thread reader;
+  ByteQueue in;                          // reader thread only
+  std::string lost_why;                  // why the last connection was lost (under mu)
+  std::atomic<int64_t> tx_progress_ms{0};  // when the registry last took a slice of a request
 
   void connect_any(size_t first);
   void send_frame(MsgType t, uint64_t req, const std::string& payload);
+  bool send_heartbeat(int64_t deadline_ms);
   void read_loop();
   bool serve();  // false when the connection is lost
   bool reconnect();
+  void lose(const std::string& why);
   void fail_pending(const std::string& why);
-  bool read_frame(FrameHeader* h, std::string* payload);
+  int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
+  bool next_frame(FrameHeader* h, std::string_view* payload);
+  void dispatch(const FrameHeader& h, std::string_view payload);
   sched::Reply request(MsgType type, const std::string& payload, int64_t timeout_ms);
   void spawn(std::function<void()> fn) {
     std::lock_guard<std::mutex> lk(mu);
@@ -57,17 +82,66 @@ struct Connection::Impl {
 void Connection::Impl::send_frame(MsgType t, uint64_t req, const std::string& payload) {
   std::string f = encode_frame(t, req, payload);
   std::lock_guard<std::mutex> lk(write_mu);
-  if (!write_all(fd.get(), f.data(), f.size())) {
-    throw Error(Code::kRegistry, "lost the connection to registry " + address);
+  for (size_t off = 0; off < f.size();) {
+    size_t n = std::min(kWriteSlice, f.size() - off);
+    if (!write_all(fd.get(), f.data() + off, n)) {
+      throw Error(Code::kRegistry, "lost the connection to registry " + address);
+    }
+    off += n;
+    tx_progress_ms = steady_ms();
   }
 }
 
-bool Connection::Impl::read_frame(FrameHeader* h, std::string* payload) {
-  char hdr[kHeaderBytes];
-  if (!read_all(fd.get(), hdr, sizeof hdr)) return false;
-  *h = decode_header(std::string_view(hdr, sizeof hdr));
-  payload->resize(h->length);
-  return h->length == 0 || read_all(fd.get(), payload->data(), h->length);
+// From the reader thread, which must go on reading: never waits behind a writer (which is
+// busy sending: the registry hears from us anyway), skips the beat when the socket is full
+// of our bytes (the same), and only finishes a beat it has begun, never past `deadline_ms`.
+// False if the registry does not take that beat's rest by then.
+bool Connection::Impl::send_heartbeat(int64_t deadline_ms) {
+  std::unique_lock<std::mutex> lk(write_mu, std::try_to_lock);
+  if (!lk.owns_lock()) return true;
+  std::string f = encode_frame(MsgType::kHeartbeat, 0, encode_event(sched::Heartbeat{0}));
+  size_t off = 0;
+  while (off < f.size()) {
+    ssize_t k = ::send(fd.get(), f.data() + off, f.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      off += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (off == 0) return true;
+      int64_t left = deadline_ms - steady_ms();
+      if (left <= 0) return false;
+      pollfd p{fd.get(), POLLOUT, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      continue;
+    }
+    return true;  // a broken socket: the reader sees it as a closed connection
+  }
+  return true;
+}
+
+int Connection::Impl::receive() {
+  char buf[65536];
+  for (;;) {
+    ssize_t k = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) {
+      in.append(buf, static_cast<size_t>(k));
+      return 1;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return -1;
+  }
+}
+
+// The next complete frame in `in` (a view valid until in.consume); throws CodecError.
+bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
+  if (in.size() < kHeaderBytes) return false;
+  *h = decode_header(in.view().substr(0, kHeaderBytes));
+  if (in.size() < kHeaderBytes + h->length) return false;
+  *payload = in.view().substr(kHeaderBytes, h->length);
+  return true;
 }
 
 // Tries every address once, starting at `first`; throws Error(kRegistry/kAuth).
@@ -78,6 +152,7 @@ void Connection::Impl::connect_any(size_t first) {
     size_t i = (first + k) % n;
     const auto& a = opts.addresses[i];
     try {
+      int64_t started = steady_ms();
       Fd f = connect_tcp(parse_host_port(a), opts.connect_timeout_ms);
       {
         std::lock_guard<std::mutex> lk(write_mu);
@@ -88,13 +163,29 @@ void Connection::Impl::connect_any(size_t first) {
         address = a;
         address_index = i;
       }
+      int64_t deadline = started + opts.connect_timeout_ms;
+      in.clear();
       send_frame(MsgType::kHello, 0, encode_hello(Hello{opts.auth_token, opts.datacenter}));
+      // A registry that accepted (the kernel does that even for a stopped process) but does
+      // not answer within the deadline is skipped like an unreachable one.
       FrameHeader h;
-      std::string payload;
-      if (!read_frame(&h, &payload) || h.type != MsgType::kReply) {
-        throw Error(Code::kRegistry, "registry " + a + " closed the connection during HELLO");
+      std::string_view payload;
+      while (!next_frame(&h, &payload)) {
+        int64_t left = deadline - steady_ms();
+        if (left <= 0) {
+          throw Error(Code::kRegistry, "registry " + a + " did not answer HELLO within " +
+                                           std::to_string(opts.connect_timeout_ms) + " ms");
+        }
+        pollfd p{fd.get(), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left)) > 0 && receive() < 0) {
+          throw Error(Code::kRegistry, "registry " + a + " closed the connection during HELLO");
+        }
+      }
+      if (h.type != MsgType::kReply) {
+        throw Error(Code::kRegistry, "registry " + a + " answered HELLO with a " + type_name(h.type));
       }
       sched::Reply r = decode_reply(payload);
+      in.consume(kHeaderBytes + h.length);
       if (r.status == sched::Status::kAuth) throw Error(Code::kAuth, "registry " + a + ": " + r.detail);
       if (r.status != sched::Status::kOk) throw Error(Code::kRegistry, "registry " + a + ": " + r.detail);
       return;
@@ -114,52 +205,92 @@ void Connection::Impl::fail_pending(const std::string& why) {
   pending.clear();
 }
 
+// Shuts the socket (a writer blocked in send() returns) and fails every pending request; the
+// reader then reconnects as for a closed connection.
+void Connection::Impl::lose(const std::string& why) {
+  ::shutdown(fd.get(), SHUT_RDWR);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    lost_why = why;
+  }
+  fail_pending(why);
+}
+
+void Connection::Impl::dispatch(const FrameHeader& h, std::string_view payload) {
+  if (h.type == MsgType::kReply) {
+    sched::Reply r = decode_reply(payload);
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = pending.find(h.req);
+    if (it != pending.end()) {
+      it->second.set_value(std::move(r));
+      pending.erase(it);
+    }
+  } else if (h.type == MsgType::kOffload || h.type == MsgType::kDiscard) {
+    Order o;
+    o.offload = h.type == MsgType::kOffload;
+    decode_order(payload, &o.member, &o.version);
+    std::function<void(const Order&)> fn;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      fn = order_fn;
+    }
+    if (fn) spawn([fn, o] { fn(o); });
+  }
+  // HEARTBEAT (the registry's answer to ours): a sign of life, nothing more.
+}
+
+// Reads and dispatches frames, heartbeats every heartbeat_ms (more often if the liveness
+// timeout is short), and declares the registry lost when nothing came from it, and nothing
+// of ours was taken, for registry_timeout_ms.
 bool Connection::Impl::serve() {
-  auto last_beat = std::chrono::steady_clock::now();
-  while (!stop) {
-    pollfd p{fd.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, opts.heartbeat_ms / 2 > 0 ? opts.heartbeat_ms / 2 : 1);
-    if (stop) return true;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_beat >= std::chrono::milliseconds(opts.heartbeat_ms)) {
-      last_beat = now;
-      try {
-        send_frame(MsgType::kHeartbeat, 0, encode_event(sched::Heartbeat{0}));
-      } catch (const Error&) {
-      }
-    }
-    if (n <= 0) continue;
-    FrameHeader h;
-    std::string payload;
-    std::string why = "lost the connection to registry " + address;
-    bool ok = false;
+  const int64_t live = opts.registry_timeout_ms;
+  int64_t beat = opts.heartbeat_ms;
+  if (live > 0) beat = std::max<int64_t>(1, std::min<int64_t>(beat, live / 3));
+  int64_t now = steady_ms();
+  int64_t last_rx = now, last_beat = now;
+  tx_progress_ms = now;
+  auto dispatch_all = [&] {
     try {
-      ok = read_frame(&h, &payload);
-      if (ok && h.type == MsgType::kReply) {
-        sched::Reply r = decode_reply(payload);
-        std::lock_guard<std::mutex> lk(mu);
-        auto it = pending.find(h.req);
-        if (it != pending.end()) {
-          it->second.set_value(std::move(r));
-          pending.erase(it);
-        }
-      } else if (ok && (h.type == MsgType::kOffload || h.type == MsgType::kDiscard)) {
-        Order o;
-        o.offload = h.type == MsgType::kOffload;
-        decode_order(payload, &o.member, &o.version);
-        std::function<void(const Order&)> fn;
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          fn = order_fn;
-        }
-        if (fn) spawn([fn, o] { fn(o); });
+      FrameHeader h;
+      std::string_view payload;
+      while (next_frame(&h, &payload)) {
+        dispatch(h, payload);
+        in.consume(kHeaderBytes + h.length);
       }
+      return true;
     } catch (const CodecError& e) {
-      ok = false;
-      why = "registry " + address + " sent a malformed message: " + std::string(e.what());
+      lose("registry " + address + " sent a malformed message: " + std::string(e.what()));
+      return false;
     }
-    if (!ok) {
-      fail_pending(why);
+  };
+  if (!dispatch_all()) return false;  // what came right behind the HELLO reply
+  while (!stop) {
+    auto heard = [&] { return std::max(last_rx, tx_progress_ms.load()); };
+    int64_t wait = last_beat + beat - now;
+    if (live > 0) wait = std::min(wait, heard() + live - now);
+    pollfd p{fd.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)));
+    if (stop) return true;
+    now = steady_ms();
+    if (n > 0) {
+      int got = receive();
+      if (got < 0) {
+        lose("lost the connection to registry " + address);
+        return false;
+      }
+      if (got > 0) last_rx = now;
+      if (!dispatch_all()) return false;
+    }
+    if (now - last_beat >= beat) {
+      last_beat = now;
+      if (!send_heartbeat(live > 0 ? heard() + live : now + beat)) {
+        lose("registry " + address + " takes no bytes from this client (stopped, hung or cut off)");
+        return false;
+      }
+    }
+    if (live > 0 && now - heard() >= live) {
+      lose("registry " + address + " sent nothing for " + std::to_string(live) +
+           " ms (registry_timeout_ms): stopped, hung or cut off");
       return false;
     }
   }
@@ -170,18 +301,25 @@ bool Connection::Impl::reconnect() {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.reconnect_ms);
   size_t next = address_index + 1;
   int backoff_ms = 20;
+  std::string last;
+  auto give_up = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!last.empty()) lost_why += "; reconnecting gave up: " + last;
+    return false;
+  };
   while (!stop && std::chrono::steady_clock::now() < deadline) {
     try {
       connect_any(next);
       return true;
     } catch (const Error& e) {
-      if (e.code() == Code::kAuth) return false;
+      last = e.what();
+      if (e.code() == Code::kAuth) return give_up();
     }
     std::unique_lock<std::mutex> lk(mu);
     cv.wait_for(lk, std::chrono::milliseconds(backoff_ms), [&] { return stop.load(); });
     backoff_ms = std::min(backoff_ms * 2, 500);
   }
-  return false;
+  return give_up();
 }
 
 void Connection::Impl::read_loop() {
@@ -208,6 +346,7 @@ void Connection::Impl::read_loop() {
 Connection::Connection(const ConnectionOptions& opts) : impl_(std::make_unique<Impl>()) {
   impl_->opts = opts;
   if (impl_->opts.heartbeat_ms <= 0) impl_->opts.heartbeat_ms = 1000;
+  if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 5000;
   impl_->connect_any(0);
   impl_->state = State::kConnected;
   impl_->reader = std::thread([this] { impl_->read_loop(); });
@@ -236,13 +375,15 @@ Connection::~Connection() {
 // One request frame and its reply: waits out a reconnection first, and forgets the pending
 // entry on a send failure or a timeout.
 sched::Reply Connection::Impl::request(MsgType type, const std::string& payload, int64_t timeout_ms) {
+  if (timeout_ms <= 0 && !deferrable(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
   std::future<sched::Reply> f;
   {
     std::unique_lock<std::mutex> lk(mu);
     cv.wait(lk, [&] { return state != State::kReconnecting || stop; });
     if (state != State::kConnected) {
-      throw Error(Code::kRegistry, "not connected to a registry (last: " + address + ")");
+      throw Error(Code::kRegistry, "not connected to a registry (last: " + address +
+                                       (lost_why.empty() ? "" : ", " + lost_why) + ")");
     }
     f = pending[req].get_future();
   }
@@ -263,6 +404,11 @@ sched::Reply Connection::Impl::request(MsgType type, const std::string& payload,
 }
 
 sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
+  try {
+    check_limits(ev);  // the registry would refuse it; say so without sending 63 MiB
+  } catch (const LimitError& e) {
+    throw Error(Code::kArg, std::string(type_name(type_of(ev))) + ": " + e.what());
+  }
   return impl_->request(type_of(ev), encode_event(ev), timeout_ms);
 }
 

@@ -1,6 +1,9 @@
 // A client's connection to the registry: request/reply with request ids (replies may be
 // deferred by the registry for as long as a drain or a busy source takes), heartbeats
 // from a reader thread, and registry-initiated messages (retention offload orders).
+// Nothing waits on the registry without a bound: HELLO has a deadline, a registry that
+// sends nothing (not even heartbeat answers) for registry_timeout_ms is lost and the next
+// address is tried, and requests it answers at once have a default deadline.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +21,11 @@ struct ConnectionOptions {
   std::string auth_token;
   std::string datacenter = "default";
   int heartbeat_ms = 1000;
-  int connect_timeout_ms = 5000;
-  int reconnect_ms = 10000;  // after a loss, keep trying the address list this long
+  int connect_timeout_ms = 5000;    // per address: TCP connect, then the HELLO exchange
+  int reconnect_ms = 10000;         // after a loss, keep trying the address list this long
+  int registry_timeout_ms = 5000;   // no byte from the registry, and none of ours taken by it,
+                                    // for this long: it is lost, as if it had closed (0: never)
+  int request_timeout_ms = 30000;   // default deadline of requests answered at once (0: none)
 };
 
 // A registry-initiated order: retention offload (kOffload) or discard (kDiscard).
@@ -37,8 +43,12 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Send a request and wait for its reply. timeout_ms <= 0: no deadline (Error(kTimeout)
-  // otherwise). Throws Error(kRegistry) if the connection is lost before the reply. While a
+  // Send a request and wait for its reply, at most timeout_ms (Error(kTimeout)). With
+  // timeout_ms <= 0 the default applies: request_timeout_ms for requests the registry answers
+  // at once; none for those it may defer (REPLICATE, SOURCE_FAILED, UNPUBLISH: drains and
+  // busy sources last as long as transfers), which wait as long as the registry is alive.
+  // Throws Error(kRegistry) if the connection is lost (or the registry falls silent) before
+  // the reply, Error(kArg) for a request over the registry's size limits. While a
   // reconnection is under way, waits for it first.
   sched::Reply call(const sched::Event& ev, int64_t timeout_ms = 0);
   // The registry's state as text (tensorhub-info --registry).

@@ -40,7 +40,7 @@ std::string encode_hello(const Hello& h) {
 }
 
 Hello decode_hello(std::string_view payload) {
-  Reader r(payload, 4096);
+  Reader r(payload, kMaxNameBytes);
   Hello h;
   h.token = r.str();
   h.datacenter = r.str();
@@ -96,12 +96,40 @@ std::string encode_event(const Event& ev) {
 }
 
 namespace {
+void check_size(const char* what, size_t size, size_t limit) {
+  if (size > limit) {
+    throw LimitError(std::string(what) + " of " + std::to_string(size) + " bytes exceeds the registry's limit of " +
+                     std::to_string(limit) + " bytes");
+  }
+}
+std::string bounded(Reader& r, const char* what, size_t limit) {
+  std::string s = r.str();
+  check_size(what, s.size(), limit);
+  return s;
+}
+std::string descriptor(Reader& r) { return bounded(r, "descriptor", kMaxDescriptorBytes); }
+
 int32_t checked_int(uint32_t v, const char* what, int32_t lo, int32_t hi) {
   auto x = static_cast<int32_t>(v);
   if (x < lo || x > hi) throw CodecError(std::string(what) + " out of range: " + std::to_string(x));
   return x;
 }
 }  // namespace
+
+void check_limits(const Event& ev) {
+  std::visit(
+      [](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, Open>) {
+          check_size("model name", e.model.size(), kMaxNameBytes);
+          check_size("replica name", e.replica.size(), kMaxNameBytes);
+        } else if constexpr (std::is_same_v<T, Publish> || std::is_same_v<T, Replicate> ||
+                             std::is_same_v<T, OffloadDone>) {
+          check_size("descriptor", e.descriptor.size(), kMaxDescriptorBytes);
+        }
+      },
+      ev);
+}
 
 Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view payload) {
   Reader r(payload);
@@ -112,8 +140,8 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
       break;
     case MsgType::kOpen: {
       Open e{client, req, {}, {}, 0, 1, 0, false};
-      e.model = r.str();
-      e.replica = r.str();
+      e.model = bounded(r, "model name", kMaxNameBytes);
+      e.replica = bounded(r, "replica name", kMaxNameBytes);
       e.shard = checked_int(r.u32(), "shard", 0, 1 << 20);
       e.num_shards = checked_int(r.u32(), "num_shards", 0, 1 << 20);
       e.retain = checked_int(r.u32(), "retain", 0, 1 << 20);
@@ -132,7 +160,7 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
       e.member = r.u64();
       e.version = r.i64();
       e.layout_hash = r.u64();
-      e.descriptor = r.str();
+      e.descriptor = descriptor(r);
       ev = std::move(e);
       break;
     }
@@ -142,7 +170,7 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
       e.spec = r.i64();
       e.newer_than = r.i64();
       e.layout_hash = r.u64();
-      e.descriptor = r.str();
+      e.descriptor = descriptor(r);
       ev = std::move(e);
       break;
     }
@@ -165,7 +193,7 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
       OffloadDone e{client, req, 0, 0, {}};
       e.member = r.u64();
       e.version = r.i64();
-      e.descriptor = r.str();
+      e.descriptor = descriptor(r);
       ev = std::move(e);
       break;
     }
@@ -176,9 +204,17 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
   return ev;
 }
 
-std::string encode_reply(const Reply& x) {
+std::string encode_reply(const Reply& x, size_t max_detail) {
   Writer w;
-  w.u32(static_cast<uint32_t>(static_cast<int32_t>(x.status))).str(x.detail).u64(x.member);
+  w.u32(static_cast<uint32_t>(static_cast<int32_t>(x.status)));
+  if (x.detail.size() <= max_detail) {
+    w.str(x.detail);
+  } else {
+    std::string note = "\n... (truncated: " + std::to_string(x.detail.size()) + " bytes in all)";
+    size_t keep = max_detail > note.size() ? max_detail - note.size() : 0;
+    w.str(x.detail.substr(0, keep) + note.substr(0, max_detail - keep));
+  }
+  w.u64(x.member);
   w.i64(x.version).u64(x.lease).u64(x.source).str(x.source_descriptor).boolean(x.source_partial);
   return w.take();
 }

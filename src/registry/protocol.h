@@ -8,11 +8,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include "sched/types.h"
+#include "src/common/codec.h"
 
 namespace thub::registry {
 
@@ -21,9 +21,22 @@ constexpr uint16_t kProtocolVersion = 1;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
+// What one client may store in the registry is bounded so that every reply that carries it
+// fits one frame (docs/protocol.md, "Limits"). A request beyond these is refused with
+// status -1 and a message; its connection stays open.
+constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's token and datacenter
+constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before HELLO, no frame may announce more
+constexpr size_t kMaxDetailBytes = 64u << 10;     // a reply's detail text (longer is truncated)
+constexpr size_t kMaxDescribeBytes = 4u << 20;    // DESCRIBE's text (longer is truncated)
+constexpr size_t kReplyFixedBytes = 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1;  // a REPLY less its two texts
+constexpr size_t kMaxDescriptorBytes = kMaxPayload - (1u << 20);    // 63 MiB
+static_assert(kMaxDescriptorBytes + kMaxDetailBytes + kReplyFixedBytes <= kMaxPayload,
+              "a grant carrying the largest descriptor must fit one frame");
+static_assert(kMaxDescribeBytes + kReplyFixedBytes <= kMaxPayload, "DESCRIBE's reply must fit one frame");
+
 enum class MsgType : uint16_t {
   kHello = 1,         // token, datacenter
-  kHeartbeat = 2,     // (empty; no reply)
+  kHeartbeat = 2,     // (empty) both ways: the registry answers each one
   kOpen = 3,
   kClose = 4,
   kPublish = 5,
@@ -36,6 +49,14 @@ enum class MsgType : uint16_t {
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed
+};
+
+// A request that decodes but asks the registry to store more than the limits above: refused
+// with status -1 (THUB_ERR_ARG); unlike other CodecErrors the stream is intact, so the
+// connection stays open.
+class LimitError : public thub::CodecError {
+ public:
+  using CodecError::CodecError;
 };
 
 struct FrameHeader {
@@ -60,10 +81,14 @@ Hello decode_hello(std::string_view payload);
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).
 std::string encode_event(const sched::Event& ev);
-// Registry side: the event for a request frame from `client`. Throws CodecError.
+// Client side: throws LimitError if the request would be refused for its size.
+void check_limits(const sched::Event& ev);
+// Registry side: the event for a request frame from `client`. Throws CodecError, or
+// LimitError for names and descriptors beyond the limits.
 sched::Event decode_event(MsgType type, uint64_t req, sched::ClientId client, std::string_view payload);
 
-std::string encode_reply(const sched::Reply& r);
+// `detail` beyond `max_detail` bytes is cut, with a note saying so: a reply always fits.
+std::string encode_reply(const sched::Reply& r, size_t max_detail = kMaxDetailBytes);
 sched::Reply decode_reply(std::string_view payload);
 // OFFLOAD and DISCARD carry the same payload: u64 member, i64 version.
 std::string encode_order(sched::MemberId member, sched::Version version);

@@ -1,5 +1,6 @@
 #include "src/registry/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,26 +12,46 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "sched/registry.h"
 #include "src/common/codec.h"
 #include "src/common/status.h"
+#include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
+#include "src/registry/refusal_log.h"
 #include "src/registry/socket.h"
 
 namespace thub::registry {
 
 namespace {
+// Status of a refusal for the registry's own limits: THUB_ERR_REGISTRY (not a sched status:
+// the client tries its next address).
+constexpr auto kRefused = static_cast<sched::Status>(-6);
+
 struct Conn {
   Fd fd;
-  std::string in;
-  std::string out;
+  std::string host;        // peer IP address (per-host cap)
+  ByteQueue in;
+  ByteQueue out;
   bool hello = false;
-  bool closing = false;  // flush `out`, then close
+  bool closing = false;    // flush `out`, then close
+  bool failed = false;     // close now, without flushing
+  bool gone = false;       // the peer closed or the socket failed
+  bool more = false;       // stopped at the per-turn frame budget with complete frames left
+  int64_t hello_deadline_ms = 0;
+  int64_t in_progress_ms = 0;   // last byte received, or reading resumed
+  int64_t out_progress_ms = 0;  // last byte sent, or output became non-empty
 };
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 struct Server::Impl {
@@ -42,27 +63,68 @@ struct Server::Impl {
   std::atomic<bool> stop{false};
   std::thread thread;
   std::map<sched::ClientId, Conn> conns;
+  std::map<std::string, int> per_host;
   sched::ClientId next_client = 1;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  int64_t now_ms = steady_ms();
+  int64_t accept_paused_until_ms = 0;
+  RefusalLog refusals;
+  ServerStats counters;             // this thread's running counts
+  mutable std::mutex stats_mu;
+  ServerStats published;            // the snapshot stats() returns
 
   explicit Impl(const ServerOptions& o) : opts(o), reg(o.sched) {}
   sched::Time now() const {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   }
   void serve();
-  void accept_one();
-  void on_readable(sched::ClientId id, Conn& c);
+  void turn();
+  void accept_some();
+  void refuse_connection(int fd, const std::string& host, const std::string& why);
+  void serve_conn(sched::ClientId id, Conn& c, short revents);
+  [[nodiscard]] bool paused(const Conn& c) const { return c.out.size() > opts.output_pause_bytes; }
+  [[nodiscard]] bool wants_input(const Conn& c) const;
+  void read_some(Conn& c);
+  void flush(Conn& c);
+  void handle_frames(sched::ClientId id, Conn& c);
   void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
+  void check_deadlines(sched::ClientId id, Conn& c);
   void apply(const sched::Event& ev);
-  void send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload);
-  void reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why);
+  template <typename Encode>
+  void queue(sched::ClientId id, const char* what, Encode&& encode);
+  void send_reply(const sched::Reply& r, size_t max_detail = kMaxDetailBytes);
+  void reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& kind,
+              const std::string& why);
+  void refuse(sched::ClientId id, uint64_t req, sched::Status st, const std::string& kind, const std::string& why);
+  void fail(sched::ClientId id, Conn& c, const std::string& kind, const std::string& why);
+  void sweep();
   void drop(sched::ClientId id);
+  void publish_stats();
+  [[nodiscard]] std::string describe_server() const;
   void log(const std::string& s) const {
     if (opts.verbose) std::fprintf(stderr, "tensorhub-registry: %s\n", s.c_str());
+  }
+  void refusal(const std::string& kind, const std::string& why) {
+    ++counters.refusals;
+    refusals.add(kind, why, now_ms);
   }
 };
 
 Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) {
+  auto positive = [](long long v, const char* name) {
+    if (v < 1) throw Error(Code::kArg, std::string("registry option ") + name + " must be >= 1");
+  };
+  positive(opts.max_connections, "max_connections");
+  positive(opts.max_connections_per_host, "max_connections_per_host");
+  positive(opts.hello_timeout_ms, "hello_timeout_ms");
+  positive(opts.frame_timeout_ms, "frame_timeout_ms");
+  positive(opts.frames_per_turn, "frames_per_turn");
+  positive(static_cast<long long>(opts.read_bytes_per_turn), "read_bytes_per_turn");
+  positive(opts.accept_pause_ms, "accept_pause_ms");
+  positive(opts.tick_ms, "tick_ms");
+  if (opts.max_output_bytes < opts.output_pause_bytes) {
+    throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
+  }
   HostPort hp = parse_host_port(opts.listen);
   uint16_t port = 0;
   impl_->listener = listen_tcp(hp, &port);
@@ -88,143 +150,307 @@ void Server::stop() {
   [[maybe_unused]] ssize_t n = ::write(impl_->wake[1], &c, 1);
 }
 std::string Server::address() const { return impl_->address; }
+ServerStats Server::stats() const {
+  std::lock_guard<std::mutex> lk(impl_->stats_mu);
+  return impl_->published;
+}
 
 void Server::Impl::serve() {
   auto last_tick = now();
-  std::vector<pollfd> fds;
-  std::vector<sched::ClientId> ids;
   while (!stop) {
-    fds.clear();
-    ids.clear();
-    fds.push_back({listener.get(), POLLIN, 0});
-    fds.push_back({wake[0], POLLIN, 0});
-    for (auto& [id, c] : conns) {
-      short ev = c.closing ? 0 : POLLIN;
-      if (!c.out.empty()) ev |= POLLOUT;
-      fds.push_back({c.fd.get(), ev, 0});
-      ids.push_back(id);
-    }
-    int n = ::poll(fds.data(), fds.size(), opts.tick_ms);
-    if (n < 0 && errno != EINTR) break;
-    if (fds[0].revents & POLLIN) accept_one();
-    if (fds[1].revents & POLLIN) {
-      char buf[64];
-      while (::read(wake[0], buf, sizeof buf) > 0) {
+    try {
+      turn();
+      if (now() - last_tick >= static_cast<sched::Time>(opts.tick_ms) * 1000) {
+        last_tick = now();
+        apply(sched::Tick{});
+        sweep();
       }
-    }
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = conns.find(ids[i]);
-      if (it == conns.end()) continue;
-      Conn& c = it->second;
-      short re = fds[i + 2].revents;
-      if ((re & POLLOUT) && !c.out.empty()) {
-        ssize_t k = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0) c.out.erase(0, static_cast<size_t>(k));
-        else if (k < 0 && errno != EAGAIN && errno != EINTR) {
-          drop(ids[i]);
-          continue;
-        }
-      }
-      if (c.closing && c.out.empty()) {
-        drop(ids[i]);
-        continue;
-      }
-      if (re & (POLLIN | POLLHUP | POLLERR)) on_readable(ids[i], c);
-    }
-    if (now() - last_tick >= static_cast<sched::Time>(opts.tick_ms) * 1000) {
-      last_tick = now();
-      apply(sched::Tick{});
+      publish_stats();
+    } catch (const std::exception& e) {
+      // Not one client's doing (those are caught per connection): log, back off a little
+      // (so that a failing poll cannot spin), and go on serving.
+      refusal("internal", std::string("internal error in the serving loop: ") + e.what());
+      ::poll(nullptr, 0, 10);
     }
   }
   conns.clear();
+  per_host.clear();
 }
 
-void Server::Impl::accept_one() {
-  for (;;) {
-    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+// One turn: wait for the sockets (or not at all while work is left), then give each
+// connection its share: flush replies, read a bounded amount, handle a bounded number of frames.
+void Server::Impl::turn() {
+  std::vector<pollfd> fds;
+  std::vector<sched::ClientId> ids;
+  fds.reserve(conns.size() + 2);
+  ids.reserve(conns.size());
+  now_ms = steady_ms();
+  bool accepting = now_ms >= accept_paused_until_ms;
+  fds.push_back({accepting ? listener.get() : -1, POLLIN, 0});
+  fds.push_back({wake[0], POLLIN, 0});
+  bool work_left = false;
+  for (auto& [id, c] : conns) {
+    short ev = wants_input(c) ? POLLIN : 0;
+    if (!c.out.empty()) ev |= POLLOUT;
+    fds.push_back({c.fd.get(), ev, 0});
+    ids.push_back(id);
+    work_left = work_left || (c.more && !c.closing && !paused(c));
+  }
+  int n = ::poll(fds.data(), fds.size(), work_left ? 0 : opts.tick_ms);
+  if (n < 0 && errno != EINTR) throw Error(Code::kInternal, std::string("poll: ") + std::strerror(errno));
+  now_ms = steady_ms();
+  if (n > 0 && (fds[1].revents & POLLIN)) {
+    char buf[64];
+    while (::read(wake[0], buf, sizeof buf) > 0) {
+    }
+  }
+  if (n > 0 && accepting && (fds[0].revents & POLLIN)) accept_some();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = conns.find(ids[i]);
+    if (it == conns.end()) continue;
+    // Nothing one client does may end the loop that serves all of them.
+    try {
+      serve_conn(ids[i], it->second, n > 0 ? fds[i + 2].revents : 0);
+    } catch (const std::exception& e) {
+      auto again = conns.find(ids[i]);
+      if (again != conns.end()) fail(ids[i], again->second, "internal", std::string("internal error: ") + e.what());
+    }
+  }
+  sweep();
+}
+
+void Server::Impl::accept_some() {
+  for (int k = 0; k < 64 && !stop; ++k) {  // a bounded batch: the others get their turn too
+    sockaddr_in sa{};
+    socklen_t len = sizeof sa;
+    int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors or memory (or anything else that would fail again at once): the
+      // listener stays readable, so retrying now would spin. Pause accepting.
+      int e = errno;
+      accept_paused_until_ms = now_ms + opts.accept_pause_ms;
+      ++counters.accept_pauses;
+      refusal("accept", std::string("cannot accept connections: ") + std::strerror(e) + " (" +
+                            std::to_string(conns.size()) + " open); pausing accepts for " +
+                            std::to_string(opts.accept_pause_ms) + " ms");
+      return;
+    }
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+    std::string host = ip;
+    if (conns.size() >= static_cast<size_t>(opts.max_connections)) {
+      refuse_connection(fd, host, "the registry has " + std::to_string(conns.size()) +
+                                      " connections (max_connections " + std::to_string(opts.max_connections) + ")");
+      continue;
+    }
+    int& from_host = per_host[host];
+    if (from_host >= opts.max_connections_per_host) {
+      refuse_connection(fd, host, "host " + host + " has " + std::to_string(from_host) +
+                                      " connections (max_connections_per_host " +
+                                      std::to_string(opts.max_connections_per_host) + ")");
+      continue;
+    }
+    ++from_host;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // replies are small and latency-bound
     sched::ClientId id = next_client++;
-    conns[id].fd = Fd(fd);
-    log("client " + std::to_string(id) + " connected");
+    Conn& c = conns[id];
+    c.fd = Fd(fd);
+    c.host = host;
+    c.hello_deadline_ms = now_ms + opts.hello_timeout_ms;
+    c.in_progress_ms = now_ms;
+    log("client " + std::to_string(id) + " connected from " + host);
   }
 }
 
-void Server::Impl::on_readable(sched::ClientId id, Conn& c) {
+// Best effort: say why, then close. The peer gets THUB_ERR_REGISTRY and tries its next address.
+void Server::Impl::refuse_connection(int fd, const std::string& host, const std::string& why) {
+  Fd f(fd);
+  refusal("connections", "refused a connection from " + host + ": " + why);
+  sched::Reply r{};
+  r.status = kRefused;
+  r.detail = "the registry refused the connection: " + why;
+  std::string frame = encode_frame(MsgType::kReply, 0, encode_reply(r));
+  [[maybe_unused]] ssize_t k = ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  // Whatever the peer sent already (its HELLO) is read away: closing with unread input
+  // would reset the connection and could discard the reply before the peer reads it.
+  char scratch[4096];
+  for (int i = 0; i < 4 && ::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0; ++i) {
+  }
+}
+
+bool Server::Impl::wants_input(const Conn& c) const {
+  if (c.closing || c.failed || c.gone || paused(c)) return false;
+  if (c.more) return false;  // complete frames are waiting: the kernel buffers the rest
+  // Before HELLO, no more than one HELLO frame is ever buffered.
+  return c.hello || c.in.size() < kHeaderBytes + kMaxHelloPayload;
+}
+
+void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
+  if (c.failed || c.gone) return;
+  if (revents & POLLOUT) flush(c);
+  if (c.gone) return;
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) && wants_input(c)) read_some(c);
+  if (c.gone) return;
+  handle_frames(id, c);
+  if (!c.out.empty()) flush(c);  // most replies go out now, without waiting a turn
+  check_deadlines(id, c);
+  // While we hold its input back (frames waiting, replies unread, closing), a partial frame
+  // is our doing, not the peer's: its clock starts when we read again.
+  if (!wants_input(c)) c.in_progress_ms = now_ms;
+}
+
+void Server::Impl::read_some(Conn& c) {
   char buf[65536];
-  for (;;) {
-    ssize_t k = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+  size_t budget = opts.read_bytes_per_turn;
+  while (budget > 0) {
+    size_t want = std::min(budget, sizeof buf);
+    if (!c.hello) {
+      size_t cap = kHeaderBytes + kMaxHelloPayload;
+      if (c.in.size() >= cap) break;
+      want = std::min(want, cap - c.in.size());
+    }
+    ssize_t k = ::recv(c.fd.get(), buf, want, MSG_DONTWAIT);
     if (k > 0) {
       c.in.append(buf, static_cast<size_t>(k));
+      c.in_progress_ms = now_ms;
+      budget -= static_cast<size_t>(k);
       continue;
     }
-    if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
-    // EOF or error: the client is gone.
-    log("client " + std::to_string(id) + " disconnected");
-    drop(id);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    c.gone = true;  // EOF or error: the client is gone
+    break;
+  }
+}
+
+void Server::Impl::flush(Conn& c) {
+  while (!c.out.empty()) {
+    std::string_view v = c.out.view();
+    ssize_t k = ::send(c.fd.get(), v.data(), v.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      c.out.consume(static_cast<size_t>(k));
+      c.out_progress_ms = now_ms;
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    c.gone = true;
     return;
   }
-  while (conns.count(id) && !c.closing && c.in.size() >= kHeaderBytes) {
+}
+
+void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
+  c.more = false;
+  for (int n = 0; !c.closing && !c.failed && !paused(c); ++n) {
+    std::string_view v = c.in.view();
+    if (v.size() < kHeaderBytes) return;
     FrameHeader h;
     try {
-      h = decode_header(std::string_view(c.in.data(), kHeaderBytes));
+      h = decode_header(v.substr(0, kHeaderBytes));
     } catch (const CodecError& e) {
-      reject(id, c, 0, sched::Status::kArg, std::string("malformed frame: ") + e.what());
+      return reject(id, c, 0, sched::Status::kArg, "frame", std::string("malformed frame: ") + e.what());
+    }
+    // Before HELLO the header alone decides: no payload is awaited that HELLO cannot be.
+    if (!c.hello && h.type != MsgType::kHello) {
+      return reject(id, c, h.req, sched::Status::kState, "hello", "the first message must be HELLO");
+    }
+    if (!c.hello && h.length > kMaxHelloPayload) {
+      return reject(id, c, h.req, sched::Status::kArg, "hello",
+                    "a HELLO of " + std::to_string(h.length) + " bytes (at most " +
+                        std::to_string(kMaxHelloPayload) + ")");
+    }
+    if (v.size() < kHeaderBytes + h.length) return;
+    if (n == opts.frames_per_turn) {
+      c.more = true;  // fairness: the others get their turn first
       return;
     }
-    if (c.in.size() < kHeaderBytes + h.length) break;
-    std::string payload = c.in.substr(kHeaderBytes, h.length);
-    c.in.erase(0, kHeaderBytes + h.length);
-    handle_frame(id, c, h, payload);
+    ++counters.frames;
+    handle_frame(id, c, h, v.substr(kHeaderBytes, h.length));
+    if (!c.closing) c.in.consume(kHeaderBytes + h.length);  // after: the payload was a view into `in`
+  }
+}
+
+void Server::Impl::check_deadlines(sched::ClientId id, Conn& c) {
+  if (c.failed || c.gone) return;
+  if (!c.hello && !c.closing && now_ms >= c.hello_deadline_ms) {
+    return reject(id, c, 0, sched::Status::kState, "hello",
+                  "no HELLO within " + std::to_string(opts.hello_timeout_ms) + " ms of connecting");
+  }
+  // A partial frame that gets no byte while we read: a stalled or silent peer.
+  if (wants_input(c) && !c.in.empty() && now_ms - c.in_progress_ms >= opts.frame_timeout_ms) {
+    return reject(id, c, 0, sched::Status::kArg, "frame",
+                  "a partial frame (" + std::to_string(c.in.size()) + " bytes) received no byte for " +
+                      std::to_string(opts.frame_timeout_ms) + " ms");
+  }
+  if (!c.out.empty() && now_ms - c.out_progress_ms >= opts.frame_timeout_ms) {
+    fail(id, c, "output",
+         "its replies (" + std::to_string(c.out.size()) + " bytes) were not read for " +
+             std::to_string(opts.frame_timeout_ms) + " ms");
   }
 }
 
 void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
   try {
     if (h.type == MsgType::kHello) {
-      if (c.hello) return reject(id, c, h.req, sched::Status::kState, "HELLO sent twice");
+      if (c.hello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
       Hello hello = decode_hello(payload);
       if (!opts.auth_token.empty() && hello.token != opts.auth_token) {
-        return reject(id, c, h.req, sched::Status::kAuth, "the registry refused the auth token");
+        return reject(id, c, h.req, sched::Status::kAuth, "auth", "the registry refused the auth token");
       }
       c.hello = true;
       apply(sched::Connect{id, hello.datacenter.empty() ? "default" : hello.datacenter});
       sched::Reply r{};
       r.client = id;
       r.req = h.req;
-      send(id, MsgType::kReply, h.req, encode_reply(r));
+      send_reply(r);
       return;
     }
-    if (!c.hello) return reject(id, c, h.req, sched::Status::kState, "the first message must be HELLO");
     if (h.type == MsgType::kDescribe) {
       sched::Reply r{};
       r.client = id;
       r.req = h.req;
-      r.detail = reg.describe();
-      send(id, MsgType::kReply, h.req, encode_reply(r));
+      r.detail = describe_server() + reg.describe();
+      send_reply(r, kMaxDescribeBytes);
       return;
     }
     apply(decode_event(h.type, h.req, id, payload));
+    if (h.type == MsgType::kHeartbeat) {
+      // Answered, so that a client can tell a live registry from a stopped one whose kernel
+      // still accepts its bytes (docs/protocol.md).
+      queue(id, "a heartbeat", [&] { return encode_frame(MsgType::kHeartbeat, h.req, {}); });
+    }
+  } catch (const LimitError& e) {
+    // Well-formed but too large to store: refuse the request, keep the connection.
+    refuse(id, h.req, sched::Status::kArg, "limit", std::string(type_name(h.type)) + " refused: " + e.what());
   } catch (const CodecError& e) {
-    reject(id, c, h.req, sched::Status::kArg,
+    reject(id, c, h.req, sched::Status::kArg, "frame",
            std::string("malformed ") + type_name(h.type) + " message: " + e.what());
   } catch (const std::exception& e) {
     // A bug must not take the registry down for everybody: refuse this client only.
-    reject(id, c, h.req, sched::Status::kInternal,
+    reject(id, c, h.req, sched::Status::kInternal, "internal",
            std::string("internal error on ") + type_name(h.type) + ": " + e.what());
   }
 }
 
 void Server::Impl::apply(const sched::Event& ev) {
-  std::vector<sched::Action> actions = reg.step(ev, now());
+  std::vector<sched::Action> actions;
+  try {
+    actions = reg.step(ev, now());
+  } catch (const std::exception& e) {
+    refusal("internal", std::string("internal error in the registry's state machine: ") + e.what());
+    return;
+  }
   for (auto& a : actions) {
     if (auto* r = std::get_if<sched::Reply>(&a)) {
-      send(r->client, MsgType::kReply, r->req, encode_reply(*r));
+      send_reply(*r);
     } else if (auto* o = std::get_if<sched::Offload>(&a)) {
-      send(o->client, MsgType::kOffload, 0, encode_order(o->member, o->version));
+      queue(o->client, "OFFLOAD", [&] { return encode_frame(MsgType::kOffload, 0, encode_order(o->member, o->version)); });
     } else if (auto* x = std::get_if<sched::Discard>(&a)) {
-      send(x->client, MsgType::kDiscard, 0, encode_order(x->member, x->version));
+      queue(x->client, "DISCARD", [&] { return encode_frame(MsgType::kDiscard, 0, encode_order(x->member, x->version)); });
     } else if (auto* d = std::get_if<sched::Drop>(&a)) {
       auto it = conns.find(d->client);
       if (it != conns.end()) {
@@ -235,30 +461,108 @@ void Server::Impl::apply(const sched::Event& ev) {
   }
 }
 
-void Server::Impl::send(sched::ClientId id, MsgType t, uint64_t req, const std::string& payload) {
+// A frame that cannot be encoded (or any failure while queuing it) must not escape into the
+// loop: that client is closed, logged, and everybody else goes on. So is a client whose
+// unread replies pass the hard cap.
+template <typename Encode>
+void Server::Impl::queue(sched::ClientId id, const char* what, Encode&& encode) {
   auto it = conns.find(id);
-  if (it == conns.end()) return;
-  it->second.out += encode_frame(t, req, payload);
+  if (it == conns.end() || it->second.failed || it->second.gone) return;
+  Conn& c = it->second;
+  try {
+    if (c.out.empty()) c.out_progress_ms = now_ms;
+    c.out.append(encode());
+  } catch (const std::exception& e) {
+    return fail(id, c, "internal", std::string("cannot send ") + what + ": " + e.what());
+  }
+  if (c.out.size() > opts.max_output_bytes) {
+    fail(id, c, "output",
+         std::to_string(c.out.size()) + " bytes of replies unread (max_output_bytes " +
+             std::to_string(opts.max_output_bytes) + ")");
+  }
 }
 
-void Server::Impl::reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& why) {
-  log("client " + std::to_string(id) + ": " + why);
+void Server::Impl::send_reply(const sched::Reply& r, size_t max_detail) {
+  queue(r.client, "a reply", [&] { return encode_frame(MsgType::kReply, r.req, encode_reply(r, max_detail)); });
+}
+
+// Answer with an error and close once it is sent.
+void Server::Impl::reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& kind,
+                          const std::string& why) {
+  refuse(id, req, st, kind, why + "; closing the connection");
+  c.closing = true;
+  c.more = false;
+  c.in.clear();
+}
+
+// Answer with an error; the connection stays.
+void Server::Impl::refuse(sched::ClientId id, uint64_t req, sched::Status st, const std::string& kind,
+                          const std::string& why) {
+  auto it = conns.find(id);
+  refusal(kind, "client " + std::to_string(id) + (it != conns.end() ? " (" + it->second.host + ")" : "") + ": " + why);
   sched::Reply r{};
   r.client = id;
   r.req = req;
   r.status = st;
   r.detail = why;
-  c.out += encode_frame(MsgType::kReply, req, encode_reply(r));
+  send_reply(r);
+}
+
+void Server::Impl::fail(sched::ClientId id, Conn& c, const std::string& kind, const std::string& why) {
+  refusal(kind, "client " + std::to_string(id) + " (" + c.host + ") closed: " + why);
+  c.failed = true;
   c.closing = true;
-  c.in.clear();
+}
+
+// Closes what is done: failed and gone connections, closing ones whose replies are out.
+// Dropping one may fail or close another (its Disconnect answers others): repeat until none.
+void Server::Impl::sweep() {
+  for (;;) {
+    std::vector<sched::ClientId> done;
+    for (auto& [id, c] : conns) {
+      if (c.failed || c.gone || (c.closing && c.out.empty())) done.push_back(id);
+    }
+    if (done.empty()) return;
+    for (sched::ClientId id : done) drop(id);
+  }
 }
 
 void Server::Impl::drop(sched::ClientId id) {
   auto it = conns.find(id);
   if (it == conns.end()) return;
   bool hello = it->second.hello;
+  log("client " + std::to_string(id) + " disconnected");
+  auto h = per_host.find(it->second.host);
+  if (h != per_host.end() && --h->second <= 0) per_host.erase(h);
   conns.erase(it);
   if (hello) apply(sched::Disconnect{id});
+}
+
+void Server::Impl::publish_stats() {
+  ServerStats s = counters;
+  s.connections = conns.size();
+  s.before_hello = s.paused = s.input_bytes = s.output_bytes = 0;
+  for (const auto& [id, c] : conns) {
+    s.before_hello += c.hello ? 0 : 1;
+    s.paused += paused(c) ? 1 : 0;
+    s.input_bytes += c.in.size();
+    s.output_bytes += c.out.size();
+  }
+  counters.peak_input_bytes = std::max(counters.peak_input_bytes, s.input_bytes);
+  counters.peak_output_bytes = std::max(counters.peak_output_bytes, s.output_bytes);
+  s.peak_input_bytes = counters.peak_input_bytes;
+  s.peak_output_bytes = counters.peak_output_bytes;
+  std::lock_guard<std::mutex> lk(stats_mu);
+  published = s;
+}
+
+std::string Server::Impl::describe_server() const {
+  std::lock_guard<std::mutex> lk(stats_mu);
+  const ServerStats& s = published;
+  return "server: connections " + std::to_string(s.connections) + " (before hello " + std::to_string(s.before_hello) +
+         ", paused " + std::to_string(s.paused) + "), input " + std::to_string(s.input_bytes) + " B, output " +
+         std::to_string(s.output_bytes) + " B, refusals " + std::to_string(s.refusals) + ", accept pauses " +
+         std::to_string(s.accept_pauses) + "\n";
 }
 
 }  // namespace thub::registry

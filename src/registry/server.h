@@ -1,9 +1,13 @@
 // The registry service: sched::Registry behind a TCP server. One thread polls the
 // listening socket and every client connection, turns frames into sched events, and
 // sends the actions back. A malformed frame gets an error reply and closes that
-// connection only; the registry keeps serving the others.
+// connection only; the registry keeps serving the others. Every resource a peer can make
+// the registry hold (connections, buffered input and output, time) is bounded before the
+// peer has authenticated, and fairly shared after (docs/protocol.md, "Limits").
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -17,6 +21,40 @@ struct ServerOptions {
   sched::Config sched;
   int tick_ms = 100;                 // how often deadlines are checked
   bool verbose = false;              // log connections and protocol errors to stderr
+
+  // Connections beyond these are refused at accept (an error reply, then closed).
+  int max_connections = 8192;           // in all
+  int max_connections_per_host = 1024;  // from one peer IP address
+  // A new connection must have completed its HELLO within this.
+  int hello_timeout_ms = 10000;
+  // A partial frame that receives no byte, or queued replies that the peer takes no byte
+  // of, for this long: the connection is closed.
+  int frame_timeout_ms = 30000;
+  // Replies queued for one connection beyond `output_pause_bytes`: its requests are not
+  // read until it has read its replies (back-pressure); beyond `max_output_bytes` it is
+  // closed. A single reply may be as large as a frame, so the hard cap is well above that.
+  size_t output_pause_bytes = 4u << 20;
+  size_t max_output_bytes = 128u << 20;
+  // Fairness: per connection and loop turn, at most this many frames and bytes read.
+  int frames_per_turn = 64;
+  size_t read_bytes_per_turn = 256u << 10;
+  // accept() failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+  // pauses accepting for this long instead of retrying at once.
+  int accept_pause_ms = 100;
+};
+
+// What the registry holds for its peers now (and at most, since it started).
+struct ServerStats {
+  uint64_t connections = 0;        // open
+  uint64_t before_hello = 0;       // of those, not yet past HELLO
+  uint64_t paused = 0;             // of those, not read: too many unread replies
+  uint64_t input_bytes = 0;        // buffered requests, not yet handled
+  uint64_t output_bytes = 0;       // queued replies, not yet taken by the kernel
+  uint64_t peak_input_bytes = 0;
+  uint64_t peak_output_bytes = 0;
+  uint64_t refusals = 0;           // connections refused or closed for a limit, bad input included
+  uint64_t accept_pauses = 0;      // accept() failed for lack of descriptors or memory
+  uint64_t frames = 0;             // frames handled
 };
 
 class Server {
@@ -30,6 +68,8 @@ class Server {
   void run();           // serve on this thread until stop() (the daemon)
   void stop();          // thread-safe; run() returns soon after
   [[nodiscard]] std::string address() const;  // "host:port" for clients
+  // Thread-safe; updated once per turn of the serving loop.
+  [[nodiscard]] ServerStats stats() const;
 
   struct Impl;
 

@@ -1,8 +1,9 @@
 // tensorhub-registry: the standalone registry daemon.
 //   tensorhub-registry --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]
-//                      [--max-readers N] [--no-pipeline] [--verbose]
+//                      [--max-readers N] [--no-pipeline] [--verbose] [limits, see usage()]
 // Prints "listening HOST:PORT" once ready (port 0 picks a free one), serves until SIGINT/SIGTERM.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,14 @@ int usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
                "usage: %s --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]\n"
                "          [--max-readers N] [--no-pipeline] [--verbose]\n"
+               "          [--max-connections N] [--max-connections-per-host N]\n"
+               "          [--hello-timeout-ms N] [--frame-timeout-ms N]\n"
+               "          [--output-pause-bytes N] [--max-output-bytes N]\n"
                "The TensorHub registry: records which worker holds which version; moves no data.\n"
+               "Limits (docs/protocol.md): connections in all (8192) and per peer address (1024);\n"
+               "HELLO within 10000 ms of connecting; a partial frame or unread replies that make no\n"
+               "progress for 30000 ms close the connection; replies queued beyond 4 MiB pause reading\n"
+               "that client, beyond 128 MiB close it. Refusals are logged to stderr.\n"
                "Environment: TENSORHUB_AUTH_TOKEN is used when --auth-token is not given.\n",
                argv0);
   return rc;
@@ -46,11 +54,24 @@ int main(int argc, char** argv) {
       else if (a == "--heartbeat-timeout-ms") o.sched.heartbeat_timeout = std::stoll(value()) * 1000;
       else if (a == "--max-readers") o.sched.max_readers_per_source = std::stoi(value());
       else if (a == "--no-pipeline") o.sched.pipeline = false;
+      else if (a == "--max-connections") o.max_connections = std::stoi(value());
+      else if (a == "--max-connections-per-host") o.max_connections_per_host = std::stoi(value());
+      else if (a == "--hello-timeout-ms") o.hello_timeout_ms = std::stoi(value());
+      else if (a == "--frame-timeout-ms") o.frame_timeout_ms = std::stoi(value());
+      else if (a == "--output-pause-bytes") o.output_pause_bytes = std::stoull(value());
+      else if (a == "--max-output-bytes") o.max_output_bytes = std::stoull(value());
       else if (a == "--verbose") o.verbose = true;
       else if (a == "--help" || a == "-h") return usage(argv[0], 0);
       else return usage(argv[0], 2);
     }
     if (o.sched.max_readers_per_source < 1) throw thub::Error(thub::Code::kArg, "--max-readers must be >= 1");
+    // A daemon serving thousands of clients needs the descriptors its hard limit allows;
+    // beyond them, accept() fails with EMFILE and the server pauses accepting (logged).
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
     thub::registry::Server server(o);
     g_server = &server;
     struct sigaction sa {};

@@ -32,7 +32,12 @@ std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
 // worker's event fd is armed, so completions wake the thread anyway). At 1 ms a chain of 8
 // readers woke 8000 times a second for nothing (docs/pipeline.md, "busy sleep").
 constexpr auto kBusySleep = std::chrono::microseconds(10000);
-constexpr int kBusyIdleTurns = 4;  // see sleep_until
+// ucp_worker_arm says BUSY while UCX cannot sleep: sends wait for room in a peer's
+// shared-memory FIFO (a source answering emulated gets), or an event is half delivered. The
+// thread keeps progressing then. Only when BUSY lasts this long with nothing progressed does it
+// fall back to polling every millisecond: UCX 1.13 also says BUSY for ever, with nothing to
+// progress, while a get waits on a peer that stopped reading (SIGSTOP).
+constexpr auto kBusySpin = std::chrono::milliseconds(5);
 }  // namespace
 
 // An endpoint to one remote worker. Owned by the cache and by the operations that use it.
@@ -69,7 +74,8 @@ struct Worker::Impl {
   std::unordered_set<void*> ops;                        // their GetOps (shutdown frees the orphans)
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
-  int busy_idle = 0;     // ucp_worker_arm said BUSY this many times in a row with nothing done
+  Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
+  bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
 
   void init();
   void loop();
@@ -80,7 +86,7 @@ struct Worker::Impl {
   // handling, else kept open until the worker goes (closing it could block on a dead peer).
   void retire(const std::shared_ptr<Peer>& p);
   void wake();
-  void sleep_until(Clock::time_point until, bool progressed);
+  void sleep_until(Clock::time_point until);
   void post(std::function<void()> fn);
   // Runs a get's callback, later (from the loop) if the get is still being submitted.
   void complete(GetCallback cb, bool ok, std::string err);
@@ -161,13 +167,11 @@ void Worker::Impl::init() {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  // WAKEUP lets an idle progress thread sleep until a peer's request arrives (gets that UCX
-  // emulates with active messages, e.g. over TCP, are served by the source's worker).
-  // AM is not used by TensorHub, but UCX 1.13 selects zero-copy RMA lanes (rma_bw: cma over
-  // shared memory, RDMA NICs) only for contexts that ask for AM or TAG: with RMA alone every
-  // get between processes on one host was emulated with active messages that the source's
-  // progress thread had to answer, copying through the shared-memory FIFO.
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  // WAKEUP lets an idle progress thread sleep until a peer's request arrives: UCX 1.13
+  // emulates gets of user memory with active messages that the source's worker answers (over
+  // shared memory too: its zero-copy cma lane serves rendezvous, not RMA, whatever features
+  // are asked for), so the source must wake fast and keep progressing while it answers.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   st = ucp_init(&params, config, &ctx);
   ucp_config_release(config);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_init: " + status_text(st));
@@ -198,8 +202,7 @@ void Worker::Impl::wake() {
 }
 
 // Sleeps until a command, a timer, or (when the worker could be armed) a UCX event.
-// `progressed`: the last ucp_worker_progress calls did something.
-void Worker::Impl::sleep_until(Clock::time_point until, bool progressed) {
+void Worker::Impl::sleep_until(Clock::time_point until) {
   {
     std::lock_guard<std::mutex> lk(mu);
     if (stop || !queue.empty()) return;
@@ -207,14 +210,20 @@ void Worker::Impl::sleep_until(Clock::time_point until, bool progressed) {
   bool armed = false;
   if (ucx_fd >= 0) {
     ucs_status_t st = ucp_worker_arm(worker);
-    // BUSY: events are pending, progress them now. But UCX 1.13 also says BUSY for ever, with
-    // nothing to progress, while a get waits on a peer that stopped reading (shared memory,
-    // SIGSTOP: 1.5 million empty turns a second): after a few such turns in a row, poll as if
-    // unarmed instead of spinning.
-    busy_idle = st != UCS_ERR_BUSY || progressed ? 0 : busy_idle + 1;
-    if (st == UCS_ERR_BUSY && busy_idle < kBusyIdleTurns) return;
+    if (st == UCS_ERR_BUSY) {
+      // Progress again (see kBusySpin). The previous version of this loop slept after a few
+      // BUSY turns, and both ends of a shared-memory transfer then answered each other once a
+      // millisecond (256 MiB: 580 ms instead of 25).
+      auto now = Clock::now();
+      if (progressed_since_sleep || busy_since == Clock::time_point{}) busy_since = now;
+      progressed_since_sleep = false;
+      if (now - busy_since < kBusySpin) return;
+    } else {
+      busy_since = Clock::time_point{};
+    }
     armed = st == UCS_OK;
   }
+  progressed_since_sleep = false;
   // Nanoseconds, not poll()'s milliseconds: a sleep under 1 ms (the busy cap) must not
   // truncate to 0 and turn the loop into a spin. Without an armed worker, poll UCX at least
   // every millisecond.
@@ -256,6 +265,7 @@ void Worker::Impl::loop() {
     }
     reap_closing();
     now = Clock::now();
+    if (n > 0) progressed_since_sleep = true;
     if (n > 0 || active || (outstanding > 0 && ucx_fd < 0)) last_active = now;
     if (now - last_active > spin_window) {
       auto until = now + (outstanding > 0 ? std::chrono::duration_cast<Clock::duration>(kBusySleep)
@@ -265,7 +275,7 @@ void Worker::Impl::loop() {
         timers.merge(pending_timers);
       }
       if (!timers.empty() && timers.begin()->first < until) until = timers.begin()->first;
-      sleep_until(until, n > 0);
+      sleep_until(until);
     }
   }
 }

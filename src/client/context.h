@@ -45,7 +45,7 @@ struct ContextConfig {
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
   int64_t progress_spin_us = 20;        // progress thread spin window after an event
-  uint64_t compaction_threshold = 2u << 20;  // tensors below it travel packed (0: never)
+  uint64_t compaction_threshold = 64u << 10;  // tensors below it travel packed (0: never)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
   // direct: zero-copy gets of the tensors; copy: staged through registered host memory;
   // tcp: direct over UCX's tcp transport only (UCX_TLS=tcp,self unless tls/UCX_TLS is set).

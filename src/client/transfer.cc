@@ -68,10 +68,10 @@ class Job : public std::enable_shared_from_this<Job> {
 
   std::shared_ptr<Peer> peer_;
   std::shared_ptr<Peer> counter_peer_;  // lane 1: progress counter reads
-  std::vector<std::unique_ptr<RemoteKey>> keys_;  // per remote segment
+  std::vector<std::shared_ptr<RemoteKey>> keys_;  // per remote segment
   std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
-  std::unique_ptr<RemoteKey> counter_key_;
-  std::unique_ptr<RemoteKey> hash_key_;
+  std::shared_ptr<RemoteKey> counter_key_;
+  std::shared_ptr<RemoteKey> hash_key_;
   // The source's integrity region is read here first and copied to ours once vouched for:
   // a read abandoned by the watchdog that completes late lands in the job, not in our region.
   std::vector<uint64_t> hash_buf_;
@@ -143,14 +143,14 @@ void Job::start() {
     for (const auto& r : rsegs) {
       remote_off_.push_back(off);
       off += r.bytes;
-      keys_.push_back(std::make_unique<RemoteKey>(peer_, r.rkey));
+      keys_.push_back(w_.remote_key(peer_, r.rkey));
     }
     // The counter is read on its own endpoint: on the data endpoint its reply would wait
     // behind every chunk already asked for, and the reader would learn of new bytes only
     // after its link had gone idle.
     counter_peer_ = w_.peer(s_.source.worker_address, error_handling, 1);
-    counter_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.counter.rkey);
-    hash_key_ = std::make_unique<RemoteKey>(counter_peer_, s_.source.hashes.rkey);
+    counter_key_ = w_.remote_key(counter_peer_, s_.source.counter.rkey);
+    hash_key_ = w_.remote_key(counter_peer_, s_.source.hashes.rkey);
   } catch (const Error& e) {
     fail(Code::kTransport, e.what(), true);
     return;

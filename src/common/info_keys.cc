@@ -33,7 +33,7 @@ const std::vector<InfoKeySpec>& info_keys() {
       {"net_devices", S::kContext, "string", "", "UCX_NET_DEVICES (default: the NIC nearest to host memory, from hwloc)"},
       {"tls", S::kContext, "string", "", "UCX_TLS (default: UCX's choice)"},
       {"progress_spin_us", S::kContext, "int", "20", "how long the progress thread spins after a UCX event before it sleeps"},
-      {"compaction_threshold", S::kContext, "size", "2M", "tensors below it travel packed into one buffer (0: never)"},
+      {"compaction_threshold", S::kContext, "size", "64K", "tensors below it travel packed into one buffer (0: never)"},
       {"transfer_mode", S::kContext, "auto|direct|copy|tcp", "auto", "zero-copy gets, a registered staging copy, or UCX's tcp transport only"},
       {"registry_listen", S::kEmbeddedRegistry, "string", "0.0.0.0:0", "host:port the embedded registry listens on"},
       {"heartbeat_timeout_ms", S::kEmbeddedRegistry, "int", "5000", "the embedded registry drops clients silent this long"},

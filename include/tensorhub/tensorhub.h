@@ -161,6 +161,31 @@ int THUB_Finalize(THUB_Context *ctx);
 int THUB_Registry_address(THUB_Context ctx, char *buf, size_t len);
 
 /**
+ * @brief Allocate host memory for tensors (like MPI_Alloc_mem). The memory is allocated and
+ *        registered through UCX as shared memory: a reader on the same host maps it and copies
+ *        from it itself, while memory from malloc is served by this process's progress thread
+ *        (UCX 1.13 emulates such reads with messages). Register tensors anywhere inside it
+ *        with THUB_Register as usual; tensors elsewhere work as before.
+ * @param[in]  ctx     the context
+ * @param[in]  bytes   size (> 0)
+ * @param[in]  info    THUB_INFO_NULL (no keys yet)
+ * @param[out] baseptr the memory, page-aligned, contents undefined
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NO_MEMORY.
+ * Thread-safe.
+ */
+int THUB_Alloc_mem(THUB_Context ctx, size_t bytes, THUB_Info info, void **baseptr);
+
+/**
+ * @brief Free memory from THUB_Alloc_mem.
+ * @param[in] ctx  the context that allocated it
+ * @param[in] base the address THUB_Alloc_mem returned
+ * @return THUB_SUCCESS, THUB_ERR_ARG (not from THUB_Alloc_mem of @p ctx), THUB_ERR_STATE (a
+ *         model still registers tensors in it: close the model first).
+ * Memory still allocated is freed by THUB_Finalize. Thread-safe.
+ */
+int THUB_Free_mem(THUB_Context ctx, void *base);
+
+/**
  * @brief Open this process's shard of one replica of a model.
  *
  * Info keys: `retain` (keep the latest k versions available, default 0), `spot`

@@ -299,6 +299,34 @@ int THUB_Registry_address(THUB_Context ctx, char* buf, size_t len) {
   return THUB_SUCCESS;
 }
 
+int THUB_Alloc_mem(THUB_Context ctx, size_t bytes, THUB_Info info, void** baseptr) {
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c) return arg_error(nullptr, "THUB_Alloc_mem: invalid context handle");
+  if (!baseptr) return arg_error(c.get(), "THUB_Alloc_mem: baseptr is NULL");
+  std::shared_ptr<InfoObj> i;
+  if (info != THUB_INFO_NULL && !(i = g_infos.find(raw(info)))) {
+    return arg_error(c.get(), "THUB_Alloc_mem: invalid info handle");
+  }
+  return guard(c.get(), [&] {
+    if (i) thub::check_info_keys(i->map, thub::InfoScope::kMemory, "THUB_Alloc_mem");
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) throw thub::Error(thub::Code::kArg, "THUB_Alloc_mem: invalid context handle");
+    *baseptr = c->ctx->alloc_mem(bytes);
+    return THUB_SUCCESS;
+  });
+}
+
+int THUB_Free_mem(THUB_Context ctx, void* base) {
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c) return arg_error(nullptr, "THUB_Free_mem: invalid context handle");
+  return guard(c.get(), [&] {
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) throw thub::Error(thub::Code::kArg, "THUB_Free_mem: invalid context handle");
+    c->ctx->free_mem(base);
+    return THUB_SUCCESS;
+  });
+}
+
 int THUB_Open(THUB_Context ctx, const char* model, const char* replica, int shard, int num_shards, THUB_Info info,
               THUB_Model* m) {
   std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));

@@ -132,10 +132,45 @@ void Context::dispatch_reconnect() {
 }
 
 Context::~Context() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    allocations_.clear();  // before the worker they are registered with
+  }
   conn_.reset();
   worker_.reset();
   if (server_) server_->stop();
   server_.reset();
+}
+
+void* Context::alloc_mem(size_t bytes) {
+  if (bytes == 0) throw Error(Code::kArg, "THUB_Alloc_mem: 0 bytes");
+  std::shared_ptr<transport::MemoryRegion> r = worker_->allocate(bytes);
+  void* base = r->data();
+  std::lock_guard<std::mutex> lk(mu_);
+  allocations_[reinterpret_cast<uintptr_t>(base)] = std::move(r);
+  return base;
+}
+
+void Context::free_mem(void* base) {
+  std::shared_ptr<transport::MemoryRegion> gone;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(base));
+  if (it == allocations_.end()) {
+    throw Error(Code::kArg, "THUB_Free_mem: this address was not returned by THUB_Alloc_mem of this context");
+  }
+  if (it->second.use_count() > 1) {
+    throw Error(Code::kState, "THUB_Free_mem: a model still serves tensors in this memory; close it first");
+  }
+  gone = std::move(it->second);
+  allocations_.erase(it);
+}
+
+std::shared_ptr<transport::MemoryRegion> Context::find_allocation(const void* p, uint64_t n) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = allocations_.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  return it->second->contains(p, n) ? it->second : nullptr;
 }
 
 std::string Context::registry_address() const { return server_ ? server_->address() : conn_->address(); }

@@ -12,6 +12,7 @@
 #include "src/common/info.h"
 
 namespace thub::transport {
+class MemoryRegion;
 class Worker;
 }
 namespace thub::registry {
@@ -67,6 +68,15 @@ class Context {
   [[nodiscard]] registry::Connection& registry() { return *conn_; }
   [[nodiscard]] std::string registry_address() const;
 
+  // THUB_Alloc_mem: host memory allocated and registered through UCX (shared memory that
+  // readers on this host map and copy from themselves), kept until free_mem or the context
+  // goes. free_mem refuses memory a model still serves (kState) or that did not come from
+  // alloc_mem (kArg).
+  void* alloc_mem(size_t bytes);
+  void free_mem(void* base);
+  // The allocation holding [p, p + n), or null: models register tensors there with it.
+  [[nodiscard]] std::shared_ptr<transport::MemoryRegion> find_allocation(const void* p, uint64_t n) const;
+
   void set_last_error(const std::string& s);
   [[nodiscard]] std::string last_error() const;
 
@@ -84,6 +94,7 @@ class Context {
   mutable std::mutex mu_;
   std::string last_error_;
   std::map<uint64_t, Model*> models_;
+  std::map<uintptr_t, std::shared_ptr<transport::MemoryRegion>> allocations_;  // by base address
   std::shared_mutex life_mu_;  // shared while dispatching to a model; unique to retire one
   void dispatch_order(uint64_t member, bool offload, int64_t version);
   void dispatch_reconnect();

@@ -110,7 +110,8 @@ void Model::freeze() {
                                 std::to_string(kMaxDescriptorBytes) +
                                 ": register fewer tensors (or shorter names), or split the shard");
   }
-  live_.map(ctx_.worker(), cfg.compaction_threshold, copy);
+  live_.map(ctx_.worker(), cfg.compaction_threshold, copy,
+            [this](const void* p, uint64_t n) { return ctx_.find_allocation(p, n); });
   stats_.compact_bytes = live_.plan.compact_bytes();
   stats_.compacted_tensors = live_.plan.packed_count();
   stats_.copy_mode = copy ? 1 : 0;

@@ -74,12 +74,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 bool applies(const InfoKeySpec& k, InfoScope scope) {
-  if (k.scope == InfoScope::kEnvironment) return false;
+  if (k.scope == InfoScope::kEnvironment || scope == InfoScope::kMemory) return false;
   if (scope == InfoScope::kModel) return k.scope == InfoScope::kModel;
   return k.scope == InfoScope::kContext || k.scope == InfoScope::kEmbeddedRegistry;
 }
 
-const char* scope_call(InfoScope s) { return s == InfoScope::kModel ? "THUB_Open" : "THUB_Init"; }
+const char* scope_call(InfoScope s) {
+  return s == InfoScope::kModel ? "THUB_Open" : s == InfoScope::kMemory ? "THUB_Alloc_mem" : "THUB_Init";
+}
 
 void warn_unknown_environment() {
   static std::once_flag once;

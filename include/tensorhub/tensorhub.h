@@ -113,6 +113,70 @@ int THUB_Info_create(THUB_Info *info);
 int THUB_Info_set(THUB_Info info, const char *key, const char *value);
 
 /**
+ * @brief The value of a key (MPI_Info_get): copied into @p value, truncated to @p len - 1
+ *        bytes and NUL-terminated; *flag says whether the key is set (@p value is untouched
+ *        when not). Environment variables are not consulted: this is the object's own content.
+ * @param[in]  info  the info object
+ * @param[in]  key   the key
+ * @param[in]  len   size of @p value in bytes (> 0)
+ * @param[out] value receives the value
+ * @param[out] flag  1 when the key is set, else 0
+ * @return THUB_SUCCESS, THUB_ERR_ARG (invalid handle, NULL arguments, zero @p len).
+ */
+int THUB_Info_get(THUB_Info info, const char *key, size_t len, char *value, int *flag);
+
+/**
+ * @brief The length of a key's value, without the NUL (MPI_Info_get_valuelen).
+ * @param[in]  info     the info object
+ * @param[in]  key      the key
+ * @param[out] valuelen the length when set
+ * @param[out] flag     1 when the key is set, else 0
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Info_get_valuelen(THUB_Info info, const char *key, size_t *valuelen, int *flag);
+
+/**
+ * @brief Remove a key (MPI_Info_delete).
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NOT_FOUND (the key is not set).
+ */
+int THUB_Info_delete(THUB_Info info, const char *key);
+
+/**
+ * @brief A new info object with the same keys and values (MPI_Info_dup).
+ * @param[in]  info    the info object
+ * @param[out] newinfo the copy; free it with THUB_Info_free
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NO_MEMORY.
+ */
+int THUB_Info_dup(THUB_Info info, THUB_Info *newinfo);
+
+/**
+ * @brief The number of keys set (MPI_Info_get_nkeys).
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Info_get_nkeys(THUB_Info info, int *nkeys);
+
+/**
+ * @brief The n-th key, 0 <= n < nkeys, in lexicographic order (MPI_Info_get_nthkey): copied
+ *        into @p key, truncated to @p len - 1 bytes and NUL-terminated.
+ * @return THUB_SUCCESS, THUB_ERR_ARG (invalid handle, @p n out of range, NULL @p key, zero @p len).
+ */
+int THUB_Info_get_nthkey(THUB_Info info, int n, char *key, size_t len);
+
+/**
+ * @brief The library's version (MPI_Get_version): the THUB_VERSION_* of the library that
+ *        runs, which may differ from the header's a program was compiled with.
+ * @return THUB_SUCCESS, THUB_ERR_ARG (a NULL argument).
+ */
+int THUB_Get_version(int *major, int *minor, int *patch);
+
+/**
+ * @brief A one-line description of the library (MPI_Get_library_version): its version, the
+ *        UCX it runs on and whether it was built with CUDA. Truncated to @p len - 1 bytes.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Get_library_version(char *buf, size_t len);
+
+/**
  * @brief Free an info object and set the handle to THUB_INFO_NULL.
  * @param[in,out] info the handle; freeing THUB_INFO_NULL is THUB_ERR_ARG
  * @return THUB_SUCCESS, THUB_ERR_ARG.

@@ -21,6 +21,7 @@
 #include "src/common/info.h"
 #include "src/common/info_keys.h"
 #include "src/common/status.h"
+#include "src/transport/worker.h"
 
 namespace {
 
@@ -219,6 +220,90 @@ int THUB_Info_set(THUB_Info info, const char* key, const char* value) {
     i->map.set(key, value);
     return THUB_SUCCESS;
   });
+}
+
+namespace {
+void copy_out(const std::string& s, char* buf, size_t len) {
+  size_t n = s.size() < len - 1 ? s.size() : len - 1;
+  std::memcpy(buf, s.data(), n);
+  buf[n] = '\0';
+}
+}  // namespace
+
+int THUB_Info_get(THUB_Info info, const char* key, size_t len, char* value, int* flag) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || !value || !flag || len == 0) return arg_error(nullptr, "THUB_Info_get: invalid argument");
+  auto it = i->map.entries().find(key);
+  *flag = it != i->map.entries().end();
+  if (*flag) copy_out(it->second, value, len);
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_get_valuelen(THUB_Info info, const char* key, size_t* valuelen, int* flag) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || !valuelen || !flag) return arg_error(nullptr, "THUB_Info_get_valuelen: invalid argument");
+  auto it = i->map.entries().find(key);
+  *flag = it != i->map.entries().end();
+  if (*flag) *valuelen = it->second.size();
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_delete(THUB_Info info, const char* key) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key) return arg_error(nullptr, "THUB_Info_delete: invalid argument");
+  if (!i->map.erase(key)) {
+    record(nullptr, std::string("THUB_ERR_NOT_FOUND: THUB_Info_delete: key '") + key + "' is not set");
+    return THUB_ERR_NOT_FOUND;
+  }
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_dup(THUB_Info info, THUB_Info* newinfo) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !newinfo) return arg_error(nullptr, "THUB_Info_dup: invalid argument");
+  return guard(nullptr, [&] {
+    auto copy = std::make_shared<InfoObj>();
+    copy->map = i->map;
+    *newinfo = handle<THUB_Info>(g_infos.insert(std::move(copy)));
+    return THUB_SUCCESS;
+  });
+}
+
+int THUB_Info_get_nkeys(THUB_Info info, int* nkeys) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !nkeys) return arg_error(nullptr, "THUB_Info_get_nkeys: invalid argument");
+  *nkeys = static_cast<int>(i->map.entries().size());
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_get_nthkey(THUB_Info info, int n, char* key, size_t len) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || len == 0 || n < 0 || static_cast<size_t>(n) >= i->map.entries().size()) {
+    return arg_error(nullptr, "THUB_Info_get_nthkey: invalid argument");
+  }
+  copy_out(std::next(i->map.entries().begin(), n)->first, key, len);
+  return THUB_SUCCESS;
+}
+
+int THUB_Get_version(int* major, int* minor, int* patch) {
+  if (!major || !minor || !patch) return arg_error(nullptr, "THUB_Get_version: NULL argument");
+  *major = THUB_VERSION_MAJOR;
+  *minor = THUB_VERSION_MINOR;
+  *patch = THUB_VERSION_PATCH;
+  return THUB_SUCCESS;
+}
+
+int THUB_Get_library_version(char* buf, size_t len) {
+  if (!buf || len == 0) return arg_error(nullptr, "THUB_Get_library_version: invalid argument");
+  std::string s = "TensorHub " + std::to_string(THUB_VERSION_MAJOR) + "." + std::to_string(THUB_VERSION_MINOR) + "." +
+                  std::to_string(THUB_VERSION_PATCH) + " (UCX " + thub::transport::ucx_version() +
+#ifdef THUB_HAVE_CUDA
+                  ", CUDA staging built in)";
+#else
+                  ", built without CUDA)";
+#endif
+  copy_out(s, buf, len);
+  return THUB_SUCCESS;
 }
 
 int THUB_Info_free(THUB_Info* info) {

@@ -47,6 +47,7 @@ extern "C" {
 #define THUB_ERR_UNSUPPORTED (-9)  /**< e.g. CUDA memory in a build without CUDA */
 #define THUB_ERR_AUTH (-10)      /**< the registry refused this client's credentials */
 #define THUB_ERR_VERSION_LOST (-11) /**< every holder of the version is gone; ask a newer one */
+#define THUB_ERR_CANCELED (-12)  /**< the request was canceled (THUB_Cancel) before it took effect */
 #define THUB_ERR_INTERNAL (-99)  /**< a bug: please report */
 /**@}*/
 
@@ -304,14 +305,28 @@ int THUB_Publish(THUB_Model m, int64_t version);
 int THUB_Replicate(THUB_Model m, int64_t version, int64_t *got);
 
 /**
- * @brief Nonblocking THUB_Replicate. Complete it with THUB_Test or THUB_Wait.
+ * @brief Nonblocking THUB_Replicate. Complete it with THUB_Test, THUB_Wait, THUB_Waitall or
+ *        THUB_Testany. Requests are carried out by the context's engine (one thread per
+ *        context, whatever the number of requests); many requests on different models of
+ *        one context may be outstanding at once.
  * @param[in]  m       the model
  * @param[in]  version as for THUB_Replicate
  * @param[out] req     the request
- * @return THUB_SUCCESS (started), or an error of THUB_Replicate found before starting.
- * At most one request per model may be outstanding (else THUB_ERR_STATE).
+ * @return THUB_SUCCESS (started; the operation's own outcome comes with its completion).
+ * At most one operation per model at a time (else THUB_ERR_STATE).
  */
 int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request *req);
+
+/**
+ * @brief Nonblocking THUB_Update. Its completion's status is THUB_SUCCESS, THUB_NOT_UPDATED
+ *        or an error, as THUB_Update's.
+ */
+int THUB_Iupdate(THUB_Model m, int64_t version, THUB_Request *req);
+
+/**
+ * @brief Nonblocking THUB_Unpublish: completes once no peer reads this shard's buffers.
+ */
+int THUB_Iunpublish(THUB_Model m, THUB_Request *req);
 
 /**
  * @brief Move to a newer version in one step: if a version newer than the one held and
@@ -355,9 +370,49 @@ int THUB_Test(THUB_Request *req, int *done, int64_t *got);
  * @brief Wait for a nonblocking request, free it and set it to THUB_REQUEST_NULL.
  * @param[in,out] req the request
  * @param[out]    got the version now held (may be NULL)
- * @return the operation's status; THUB_ERR_ARG for a null request.
+ * @return the operation's status; THUB_ERR_ARG for a null or invalid request handle.
  */
 int THUB_Wait(THUB_Request *req, int64_t *got);
+
+/**
+ * @brief Wait for every request of an array (MPI_Waitall); each is freed and set to
+ *        THUB_REQUEST_NULL (null entries are skipped).
+ * @param[in]     count    the number of requests
+ * @param[in,out] reqs     the requests
+ * @param[out]    gots     per request, the version held afterwards, -1 on error (may be NULL)
+ * @param[out]    statuses per request, its status (may be NULL)
+ * @return THUB_SUCCESS when none ended with an error, else the first error in array order;
+ *         THUB_ERR_ARG (and nothing waited for) when an entry is not a valid request.
+ */
+int THUB_Waitall(int count, THUB_Request *reqs, int64_t *gots, int *statuses);
+
+/**
+ * @brief Test whether any request of an array has finished (MPI_Testany): the first one
+ *        found is freed, set to THUB_REQUEST_NULL, and its status returned.
+ * @param[in]     count the number of requests
+ * @param[in,out] reqs  the requests
+ * @param[out]    index the finished one's index, -1 when none (or none active)
+ * @param[out]    done  1 when one finished or none is active, else 0
+ * @param[out]    got   the finished one's version (may be NULL)
+ * @return the finished request's status; THUB_SUCCESS when none finished.
+ */
+int THUB_Testany(int count, THUB_Request *reqs, int *index, int *done, int64_t *got);
+
+/**
+ * @brief Free a request handle without waiting (MPI_Request_free): the operation goes on
+ *        and completes; its outcome is not reported. The model counts it as in progress
+ *        until then.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Request_free(THUB_Request *req);
+
+/**
+ * @brief Ask for a request to be canceled (MPI_Cancel). It still has to be completed with
+ *        THUB_Wait or THUB_Test: it then ends with THUB_ERR_CANCELED if the cancellation took
+ *        effect (a replicate given back before any byte was overwritten), or as it would have.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Cancel(THUB_Request *req);
 
 /**
  * @brief Read one counter of a model (an addition to API.md, in the spirit of MPI_T).

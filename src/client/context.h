@@ -1,5 +1,7 @@
 // One THUB_Context: configuration from info keys, the data plane (a transport::Worker),
-// the registry connection, and the embedded registry when none is given.
+// the registry connection, the embedded registry when none is given, and the two executors
+// every model of the context shares: the engine (decisions, registry messages, request
+// completions) and the copy engine (packing, checksums, copy-out, retention copies).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,8 @@
 #include <shared_mutex>
 #include <string>
 
+#include "src/client/executor.h"
+#include "src/client/member_machine.h"
 #include "src/common/info.h"
 
 namespace thub::transport {
@@ -21,8 +25,6 @@ class Server;
 }
 
 namespace thub::client {
-
-class Model;
 
 struct ContextConfig {
   std::string registry;         // "" = embedded
@@ -80,11 +82,13 @@ class Context {
   void set_last_error(const std::string& s);
   [[nodiscard]] std::string last_error() const;
 
-  // Models register themselves so that registry orders (retention offload) and failover
-  // reach them. `retire` waits until no order or failover is being carried out on `m`.
-  void attach(uint64_t member, Model* m);
-  void detach(uint64_t member);
-  void retire(Model* m);
+  [[nodiscard]] Executor& engine() { return *engine_; }
+  [[nodiscard]] Executor& copier() { return *copier_; }
+
+  // Models listen for registry orders (retention) and connection changes (failover): the
+  // engine hands each event to every model attached.
+  void attach(const std::shared_ptr<RegistryListener>& m);
+  void detach(const RegistryListener* m);
 
  private:
   ContextConfig cfg_;
@@ -93,11 +97,11 @@ class Context {
   std::unique_ptr<registry::Connection> conn_;
   mutable std::mutex mu_;
   std::string last_error_;
-  std::map<uint64_t, Model*> models_;
+  std::vector<std::weak_ptr<RegistryListener>> models_;
   std::map<uintptr_t, std::shared_ptr<transport::MemoryRegion>> allocations_;  // by base address
-  std::shared_mutex life_mu_;  // shared while dispatching to a model; unique to retire one
-  void dispatch_order(uint64_t member, bool offload, int64_t version);
-  void dispatch_reconnect();
+  std::unique_ptr<Executor> engine_;
+  std::unique_ptr<Executor> copier_;
+  void dispatch(const MachineEvent& ev);  // on the engine
 };
 
 }  // namespace thub::client

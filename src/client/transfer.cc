@@ -38,8 +38,8 @@ int64_t now_us() {
 // copied into our own region, and only then does our counter show it.
 class Job : public std::enable_shared_from_this<Job> {
  public:
-  Job(Worker& w, TransferSpec s) : w_(w), s_(std::move(s)) {}
-  std::future<TransferResult> future() { return done_.get_future(); }
+  Job(Worker& w, TransferSpec s, std::function<void(uint64_t)> on_advance, std::function<void(TransferResult)> on_done)
+      : w_(w), s_(std::move(s)), on_advance_(std::move(on_advance)), on_done_(std::move(on_done)) {}
   void start();
 
  private:
@@ -61,7 +61,8 @@ class Job : public std::enable_shared_from_this<Job> {
 
   Worker& w_;
   TransferSpec s_;
-  std::promise<TransferResult> done_;
+  std::function<void(uint64_t)> on_advance_;
+  std::function<void(TransferResult)> on_done_;
   bool finished_ = false;
   bool local_ = false;  // the source runs on this host: watch its pid
 
@@ -305,7 +306,7 @@ void Job::advance() {
   if (upto <= held_) return;
   held_ = upto;
   s_.counter->store(s_.epoch, held_);
-  if (s_.watch) s_.watch->advance(held_);
+  if (on_advance_) on_advance_(held_);
 }
 
 void Job::poll_counter() {
@@ -413,7 +414,6 @@ void Job::finish() {
   r.source_failed = fail_source_;
   r.held = held_;
   r.stats = stats_;
-  if (s_.watch) s_.watch->close(held_);
   if (inflight_ == 0 && !counter_pending_) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();
@@ -422,39 +422,17 @@ void Job::finish() {
     peer_.reset();
     counter_peer_.reset();
   }
-  done_.set_value(std::move(r));
+  auto done = std::move(on_done_);
+  on_advance_ = nullptr;
+  if (done) done(std::move(r));
 }
 
 }  // namespace
 
-void PrefixWatch::advance(uint64_t prefix) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    prefix_ = prefix;
-  }
-  cv_.notify_all();
-}
-
-void PrefixWatch::close(uint64_t prefix) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    prefix_ = prefix;
-    closed_ = true;
-  }
-  cv_.notify_all();
-}
-
-std::pair<uint64_t, bool> PrefixWatch::wait_beyond(uint64_t seen) {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return closed_ || prefix_ > seen; });
-  return {prefix_, closed_};
-}
-
-std::future<TransferResult> start_transfer(Worker& worker, TransferSpec spec) {
-  auto job = std::make_shared<Job>(worker, std::move(spec));
-  auto f = job->future();
+void start_transfer(Worker& worker, TransferSpec spec, std::function<void(uint64_t)> on_advance,
+                    std::function<void(TransferResult)> on_done) {
+  auto job = std::make_shared<Job>(worker, std::move(spec), std::move(on_advance), std::move(on_done));
   worker.post([job] { job->start(); });
-  return f;
 }
 
 }  // namespace thub::client

@@ -16,6 +16,7 @@ THUB_SAME_STATUS(kLayout);
 THUB_SAME_STATUS(kTransport);
 THUB_SAME_STATUS(kAuth);
 THUB_SAME_STATUS(kVersionLost);
+THUB_SAME_STATUS(kCanceled);
 THUB_SAME_STATUS(kInternal);
 #undef THUB_SAME_STATUS
 static_assert(static_cast<int>(sched::Status::kOk) == static_cast<int>(Code::kSuccess));
@@ -94,6 +95,7 @@ void MemberMachine::on(const OpReplicate& e) {
 
 void MemberMachine::on(const Prepared& e) {
   if (!op_ || op_->id != e.op || op_->stage != Stage::kPreparing) return;
+  if (op_->cancel) return finish(Code::kCanceled, "canceled");
   op_->layout_hash = e.layout_hash;
   op_->descriptor = e.descriptor;
   op_->fill = e.fill;
@@ -134,10 +136,15 @@ void MemberMachine::on(const OpClose& e) {
 }
 
 void MemberMachine::on(const OpCancel& e) {
-  // Cancellation takes effect at the next decision the operation reaches before it has
-  // changed anything: a replicate that is granted gives the grant back. Otherwise the
-  // operation completes as it would have.
-  if (op_ && op_->id == e.op && op_->kind == Kind::kReplicate && op_->newer_than < 0) op_->cancel = true;
+  // Cancellation takes effect where the operation has changed nothing yet: a replicate
+  // waiting at the registry is withdrawn there (CANCEL), one waiting for a registry ends
+  // now, and a grant that crosses the CANCEL is given back. Otherwise (an update in place,
+  // a transfer under way) the operation completes as it would have (MPI_Cancel's rule).
+  if (!op_ || op_->id != e.op || op_->kind != Kind::kReplicate || op_->newer_than >= 0 || op_->cancel) return;
+  if (phase_ == Phase::kReceiving) return;
+  op_->cancel = true;
+  if (op_->stage == Stage::kWaitRegistry) return finish(Code::kCanceled, "canceled");
+  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_});
 }
 
 // The request of the current operation, with the current member id.

@@ -46,6 +46,7 @@ enum class MsgType : uint16_t {
   kUnpublish = 9,
   kOffloadDone = 10,
   kDescribe = 11,     // reply detail: the registry's state as text
+  kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed

@@ -174,13 +174,8 @@ void Model::Core::act(const PrepareHolding& a) {
   } catch (const Error& e) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
-  const bool verify = ctx.config().verify;
-  live.counter->invalidate();
-  live.epoch = next_fill_epoch();
-  live.hashes[0] = verify ? 1 : 0;  // before the counter first moves
-  live.staged = live.staged_bytes() > 0 || verify;
-  live.counter->store(live.epoch, live.staged ? 0 : live.plan.total_bytes());
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), live.epoch), live.epoch});
+  const uint32_t fill = live.publish_fill(ctx.config().verify);
+  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 // A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
@@ -196,15 +191,12 @@ void Model::Core::act(const PrepareFill& a) {
 }
 
 void Model::Core::act(const InvalidateHolding&) {
-  if (live.counter) live.counter->invalidate();
+  live.withdraw();
 }
 
 void Model::Core::act(const BeginFill& a) {
   // The grant: our buffers are overwritten from now on. (InvalidateHolding came first.)
-  live.staged = false;
-  live.epoch = a.fill;
-  live.counter->store(a.fill, 0);
-  live.hashes[0] = 0;
+  live.begin_fill(a.fill);
 }
 
 void Model::Core::act(const BeginTransfer& a) {
@@ -230,10 +222,10 @@ void Model::Core::act(const BeginTransfer& a) {
   ts.source_may_lag = a.source_partial;
   ts.source = std::move(src);
   ts.start = a.start;
-  ts.counter = live.counter.get();
-  ts.epoch = a.fill;
-  ts.hashes = live.hashes.data();
-  ts.hash_bytes = live.hash_region_bytes();
+  if (live.epoch() != a.fill) {
+    return feed(TransferEnded{a.transfer, Code::kInternal, false, a.start, "the transfer's fill was not begun"});
+  }
+  ts.fill = live.fill_writer();
   ts.verify = cfg.verify;
   // A reader of a partial source can ask only for what its source holds, and the next hop
   // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
@@ -312,7 +304,7 @@ void Model::Core::act(const MakeHostCopy& a) {
     std::string desc, err;
     try {
       copy = self->live.copy_to_host(self->ctx.worker(), v);
-      desc = copy->descriptor(self->ctx.worker().address(), copy->epoch);
+      desc = copy->descriptor(self->ctx.worker().address(), copy->epoch());
     } catch (const Error& e) {
       err = e.what();
       self->ctx.set_last_error("retention offload of version " + std::to_string(v) + " failed: " + err);
@@ -348,8 +340,8 @@ void Model::Core::act(const CompleteOp& a) {
     r->complete(a.code, a.version, where + ": " + a.detail);
   }
   // A publish that the registry took starts the staging behind it (packing, checksums).
-  if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged) {
-    stage(live.epoch, ctx.config().verify);
+  if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged()) {
+    stage(live.epoch(), ctx.config().verify);
   }
   // Once an unpublish or close returns, the user may overwrite the tensors: the staging that
   // reads them must have stopped (it has seen the counter invalidated).
@@ -379,20 +371,11 @@ void Model::Core::stage(uint32_t fill, bool hash) {
       TensorCopier c;
       const uint64_t total = live.plan.total_bytes();
       const uint64_t staged = live.staged_bytes();
-      uint64_t hashed = 0;  // blocks
       for (uint64_t off = 0; off < total;) {
         // Without checksums nothing is done past the staged bytes: one step to the end.
         uint64_t end = off < staged ? std::min(staged, off + kStageSlice) : total;
         if (hash) end = std::min(total, off + kStageSlice);
-        if (off < staged) {
-          live.stage(off, std::min(end, staged), c);
-          c.finish();
-        }
-        if (hash) {
-          const uint64_t upto = end == total ? live.stream.hash_blocks() : end / kHashBlock;
-          for (; hashed < upto; ++hashed) live.hashes[1 + hashed] = live.stream.hash_block(hashed);
-        }
-        if (!live.counter->advance(fill, end)) break;  // invalidated: the buffers change hands
+        if (!live.stage_slice(fill, off, end, hash, c)) break;  // withdrawn: the buffers change hands
         off = end;
       }
     } catch (const std::exception& e) {
@@ -509,7 +492,7 @@ bool Model::stat(const std::string& key, int64_t* value) const {
   const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
   if (key == "held_version") *value = c.held;
-  else if (key == "bytes_held") *value = c.live.counter ? u(counter_bytes(c.live.counter->load())) : 0;
+  else if (key == "bytes_held") *value = u(c.live.bytes_shown());
   else if (key == "total_bytes") *value = u(c.total_bytes);
   else if (key == "replications") *value = u(c.replications);
   else if (key == "partial_sources") *value = u(c.partial_sources);

@@ -47,8 +47,9 @@ struct Victim {
 // The liar: its own UCX worker and registered memory with the victim's layout, speaking to
 // the registry directly, so that it can publish any descriptor it likes.
 struct Liar {
-  std::unique_ptr<transport::Worker> worker = transport::Worker::create({});
+  // The memory outlives the worker: a get the victim gave up on may still be answered.
   std::vector<char> big = std::vector<char>(kBig, 7), small = std::vector<char>(kSmall, 9);
+  std::unique_ptr<transport::Worker> worker = transport::Worker::create({});
   Holding h;
   std::unique_ptr<registry::Connection> conn;
   uint64_t member = 0;
@@ -58,9 +59,8 @@ struct Liar {
     h.table.add("small", small.data(), small.size(), 0);
     h.map(*worker, 2u << 20, false);
     std::memcpy(h.compact->data(), small.data(), kSmall);
-    h.epoch = next_fill_epoch();
-    h.counter->store(h.epoch, h.plan.total_bytes());
-    h.hashes[0] = 0;
+    h.begin_fill(next_fill_epoch());  // as if a transfer had filled it: no checksums
+    h.fill_writer().show(0, nullptr, 0, 0, h.plan.total_bytes());
     registry::ConnectionOptions o;
     o.addresses = {registry};
     conn = std::make_unique<registry::Connection>(o);
@@ -70,7 +70,7 @@ struct Liar {
   }
   // Publishes version 1 with the descriptor `tamper` makes of the true one.
   void publish(const std::function<void(Descriptor&)>& tamper) {
-    Descriptor d = decode_descriptor(h.descriptor(worker->address(), h.epoch));
+    Descriptor d = decode_descriptor(h.descriptor(worker->address(), h.epoch()));
     tamper(d);
     publish_raw(encode_descriptor(d));
   }
@@ -171,7 +171,7 @@ TEST(HostileSourceTest, GarbageDescriptorIsATransportError) {
 TEST(HostileSourceTest, CompleteSourceWhoseCounterLagsHasFailed) {
   Victim v;
   Liar liar(v.ctx->registry_address());
-  liar.h.counter->store(liar.h.epoch, 100);
+  liar.h.fill_writer().show(0, nullptr, 0, 0, 100);
   liar.publish([](Descriptor&) {});
   try {
     replicate_latest(*v.model);

@@ -429,8 +429,8 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   id.replica = replica;
   id.shard = shard;
   id.num_shards = num_shards;
-  id.retain = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
-  id.spot = info.get_bool("spot", false);
+  id.retain = static_cast<int>(info.get<info_key("retain")>());
+  id.spot = info.get<info_key("spot")>();
   core_ = std::make_shared<Core>(ctx, std::move(id));
   ctx.attach(core_);
   auto r = core_->submit(Request::Kind::kOpen, [](uint64_t op) { return MachineEvent{OpOpen{op}}; });

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/info.h"
 #include "tools/info/print_topology.h"
 #include "tools/info/print_ucx.h"
 #include "topo/topology.h"
@@ -18,7 +19,9 @@ struct Options {
 
 int topology_section(const Options& opt) {
   std::string err;
-  auto topology = opt.xml.empty() ? thub::topo::Topology::load_default(&err)
+  // The info keys' environment overlay (TENSORHUB_TOPOLOGY_XML), as THUB_Init reads it.
+  const thub::InfoMap env;
+  auto topology = opt.xml.empty() ? thub::topo::Topology::load_default(env.get<thub::info_key("topology_xml")>(), &err)
                                   : thub::topo::Topology::load_xml(opt.xml, &err);
   if (!err.empty()) {
     std::cerr << "tensorhub-info: " << err << "\n";
@@ -30,8 +33,8 @@ int topology_section(const Options& opt) {
 
 int ucx_section(const Options&) {
   // The same transport restriction THUB_Init would apply (info key `tls` via its variable).
-  const char* tls = std::getenv("TENSORHUB_TLS");
-  return thub::info::print_ucx(std::cout, std::cerr, tls ? tls : "") ? 0 : 1;
+  const thub::InfoMap env;
+  return thub::info::print_ucx(std::cout, std::cerr, env.get<thub::info_key("tls")>()) ? 0 : 1;
 }
 
 struct Section {

@@ -21,6 +21,7 @@
 #include "src/client/model.h"
 #include "src/common/info.h"
 #include "src/common/info_keys.h"
+#include "src/common/stat_keys.h"
 #include "src/common/status.h"
 #include "src/transport/worker.h"
 
@@ -607,16 +608,17 @@ int THUB_Cancel(THUB_Request* req) {
 int THUB_Model_stat(THUB_Model m, const char* key, int64_t* value) {
   std::shared_ptr<ModelObj> h = g_models.find(raw(m));
   if (!h || !key || !value) return arg_error(nullptr, "THUB_Model_stat: invalid argument");
-  int64_t v = 0;
-  {
-    std::shared_lock<std::shared_mutex> life(h->life);
-    if (!h->model) return arg_error(nullptr, "THUB_Model_stat: invalid model handle");
-    if (!h->model->stat(key, &v)) {
-      return arg_error(h->owner.get(), std::string("THUB_Model_stat: unknown key '") + key + "'");
+  return guard(h->owner.get(), [&] {
+    const thub::StatKey k = thub::find_stat_key(key);  // unknown: THUB_ERR_ARG naming the nearest key
+    int64_t v = 0;
+    {
+      std::shared_lock<std::shared_mutex> life(h->life);
+      if (!h->model) throw thub::Error(thub::Code::kArg, "THUB_Model_stat: invalid model handle");
+      v = h->model->stat(k);
     }
-  }
-  *value = v;
-  return THUB_SUCCESS;
+    *value = v;
+    return THUB_SUCCESS;
+  });
 }
 
 }  // extern "C"

@@ -505,26 +505,28 @@ void Model::cancel(const Request& r) {
 
 void Model::on_registry(const MachineEvent& ev) { core_->feed(ev); }
 
-bool Model::stat(const std::string& key, int64_t* value) const {
+int64_t Model::stat(StatKey key) const {
   const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
-  if (key == "held_version") *value = c.held;
-  else if (key == "bytes_held") *value = c.live.counter ? u(counter_bytes(c.live.counter->load())) : 0;
-  else if (key == "total_bytes") *value = u(c.total_bytes);
-  else if (key == "replications") *value = u(c.replications);
-  else if (key == "partial_sources") *value = u(c.partial_sources);
-  else if (key == "source_failures") *value = u(c.source_failures);
-  else if (key == "counter_reads") *value = u(c.counter_reads);
-  else if (key == "gets") *value = u(c.gets);
-  else if (key == "offloads") *value = u(c.offloads);
-  else if (key == "republished") *value = u(c.republished);
-  else if (key == "compact_bytes") *value = u(c.compact_bytes);
-  else if (key == "compacted_tensors") *value = u(c.compacted_tensors);
-  else if (key == "copy_mode") *value = u(c.copy_mode);
-  else if (key == "pack_us") *value = u(c.pack_us);
-  else if (key == "unpack_us") *value = u(c.unpack_us);
-  else return false;
-  return true;
+  switch (key) {  // every key of the table (tests/capi/stat_keys_test.cc asks them all)
+    case stat_key("held_version"): return c.held;
+    case stat_key("bytes_held"): return c.live.counter ? u(counter_bytes(c.live.counter->load())) : 0;
+    case stat_key("total_bytes"): return u(c.total_bytes);
+    case stat_key("replications"): return u(c.replications);
+    case stat_key("partial_sources"): return u(c.partial_sources);
+    case stat_key("source_failures"): return u(c.source_failures);
+    case stat_key("counter_reads"): return u(c.counter_reads);
+    case stat_key("gets"): return u(c.gets);
+    case stat_key("offloads"): return u(c.offloads);
+    case stat_key("republished"): return u(c.republished);
+    case stat_key("compact_bytes"): return u(c.compact_bytes);
+    case stat_key("compacted_tensors"): return u(c.compacted_tensors);
+    case stat_key("copy_mode"): return u(c.copy_mode);
+    case stat_key("pack_us"): return u(c.pack_us);
+    case stat_key("unpack_us"): return u(c.unpack_us);
+  }
+  throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
+                                   " of the table has no reading");
 }
 
 }  // namespace thub::client

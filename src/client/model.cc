@@ -180,7 +180,8 @@ void Model::Core::act(const PrepareHolding& a) {
   live.hashes[0] = verify ? 1 : 0;  // before the counter first moves
   live.staged = live.staged_bytes() > 0 || verify;
   live.counter->store(live.epoch, live.staged ? 0 : live.plan.total_bytes());
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), live.epoch), live.epoch});
+  feed(Prepared{a.op, live.table.layout_hash(live.plan.threshold()), live.descriptor(ctx.worker().address(), live.epoch),
+                live.epoch});
 }
 
 // A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
@@ -192,7 +193,7 @@ void Model::Core::act(const PrepareFill& a) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
   uint32_t fill = next_fill_epoch();
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
+  feed(Prepared{a.op, live.table.layout_hash(live.plan.threshold()), live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 void Model::Core::act(const InvalidateHolding&) {
@@ -343,9 +344,17 @@ void Model::Core::act(const CompleteOp& a) {
   if (a.code != Code::kSuccess && a.code != Code::kNotUpdated) {
     const MemberIdentity& id = machine.identity();
     std::string where = id.model + "/" + id.replica + "/shard " + std::to_string(id.shard);
+    std::string detail = a.detail;
+    if (a.code == Code::kLayout && frozen && detail.find("compaction_threshold") == std::string::npos) {
+      // The registry compares one hash: say what goes into ours.
+      detail += " (this replica: " + std::to_string(live.table.tensors().size()) + " tensors, " +
+                std::to_string(live.table.total_bytes()) + " bytes, compaction_threshold=" +
+                std::to_string(live.plan.threshold()) +
+                "; the layout is the tensor names, sizes and order and the compaction_threshold)";
+    }
     // The detail first: the caller reads it as soon as the request completes.
-    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + a.detail);
-    r->complete(a.code, a.version, where + ": " + a.detail);
+    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + detail);
+    r->complete(a.code, a.version, where + ": " + detail);
   }
   // A publish that the registry took starts the staging behind it (packing, checksums).
   if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged) {

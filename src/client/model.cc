@@ -180,8 +180,8 @@ void Model::Core::act(const PrepareHolding& a) {
   live.hashes[0] = verify ? 1 : 0;  // before the counter first moves
   live.staged = live.staged_bytes() > 0 || verify;
   live.counter->store(live.epoch, live.staged ? 0 : live.plan.total_bytes());
-  feed(Prepared{a.op, live.table.layout_hash(live.plan.threshold()), live.descriptor(ctx.worker().address(), live.epoch),
-                live.epoch});
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), live.epoch), live.epoch});
 }
 
 // A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
@@ -193,7 +193,8 @@ void Model::Core::act(const PrepareFill& a) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
   uint32_t fill = next_fill_epoch();
-  feed(Prepared{a.op, live.table.layout_hash(live.plan.threshold()), live.descriptor(ctx.worker().address(), fill), fill});
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 void Model::Core::act(const InvalidateHolding&) {

@@ -109,7 +109,9 @@ void warn_unknown_environment() {
       for (char c : name) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (find_info_key(key)) continue;
       std::string hint;
-      if (std::string near = nearest_info_key(key); !near.empty()) hint = " (did you mean " + environment_name(near) + "?)";
+      if (std::string near = nearest_info_key(key); !near.empty()) {
+        hint = " (did you mean " + environment_name(near) + "?)";
+      }
       std::fprintf(stderr, "tensorhub: warning: TENSORHUB_%s names no setting and is ignored%s\n", name.c_str(),
                    hint.c_str());
     }

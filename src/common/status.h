@@ -72,7 +72,8 @@ struct CodeText {
 };
 
 inline constexpr CodeText kCodeTexts[] = {
-#define THUB_CODE_ROW(code, name, number, message, hint) {Code::code, #name, message, hint, #name ": " message "; " hint},
+#define THUB_CODE_ROW(code, name, number, message, hint) \
+  {Code::code, #name, message, hint, #name ": " message "; " hint},
     THUB_STATUS_TABLE(THUB_CODE_ROW)
 #undef THUB_CODE_ROW
 };

@@ -26,8 +26,8 @@ int topology_section(const Options& opt) {
   std::string err;
   // The info keys' environment overlay (TENSORHUB_TOPOLOGY_XML), as THUB_Init reads it.
   const thub::InfoMap env;
-  auto topology = opt.xml.empty() ? thub::topo::Topology::load_default(env.get<thub::info_key("topology_xml")>(), &err)
-                                  : thub::topo::Topology::load_xml(opt.xml, &err);
+  const std::string xml = opt.xml.empty() ? env.get<thub::info_key("topology_xml")>() : opt.xml;
+  auto topology = thub::topo::Topology::load_default(xml, &err);
   if (!err.empty()) {
     std::cerr << "tensorhub-info: " << err << "\n";
     return 1;
@@ -51,7 +51,9 @@ int vocabulary(const std::string& what, const Options& opt) {
     return 2;
   }
 }
-int info_keys_section(const Options& o) { return vocabulary(o.scope.empty() ? "info-keys" : "info-keys:" + o.scope, o); }
+int info_keys_section(const Options& o) {
+  return vocabulary(o.scope.empty() ? "info-keys" : "info-keys:" + o.scope, o);
+}
 int registry_flags_section(const Options& o) { return vocabulary("registry-flags", o); }
 int stat_keys_section(const Options& o) { return vocabulary("stat-keys", o); }
 int status_codes_section(const Options& o) { return vocabulary("status-codes", o); }

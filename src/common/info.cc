@@ -52,22 +52,4 @@ std::string InfoMap::get_string(const InfoKeySpec& k) const {
   return v;
 }
 
-void InfoMap::check(const InfoKeySpec& k) const {
-  switch (k.type) {
-    case InfoType::kBool:
-      (void)get_bool(k);
-      break;
-    case InfoType::kInt:
-      (void)get_int(k);
-      break;
-    case InfoType::kSize:
-      (void)get_size(k);
-      break;
-    case InfoType::kString:
-    case InfoType::kChoice:
-      (void)get_string(k);
-      break;
-  }
-}
-
 }  // namespace thub

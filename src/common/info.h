@@ -39,10 +39,6 @@ class InfoMap {
     }
   }
 
-  // Checks the value of a key known at run time against its type and range (tools that
-  // take keys from a command line); throws Error(kArg) as get<> does.
-  void check(const InfoKeySpec& k) const;
-
  private:
   [[nodiscard]] bool get_bool(const InfoKeySpec& k) const;
   [[nodiscard]] int64_t get_int(const InfoKeySpec& k) const;

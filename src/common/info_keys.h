@@ -197,12 +197,11 @@ constexpr bool is_choice(std::string_view choices, std::string_view v) {
   }
 }
 
-// The default of a key, typed (the table's text parsed; checked at compile time).
+// The default of an int or size key (the table's text parsed; checked at compile time).
 constexpr int64_t default_number(InfoKey k) {
   const InfoKeySpec& s = spec(k);
   return (s.type == InfoType::kSize ? parse_size_text(s.dflt) : parse_int_text(s.dflt)).value;
 }
-constexpr bool default_bool(InfoKey k) { return parse_bool_text(spec(k).dflt) == 1; }
 
 // Limits on what THUB_Info_set accepts (a key or value longer than this is THUB_ERR_ARG).
 constexpr size_t kMaxInfoKeyBytes = 256;

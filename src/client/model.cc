@@ -175,7 +175,8 @@ void Model::Core::act(const PrepareHolding& a) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
   const uint32_t fill = live.publish_fill(ctx.config().verify);
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 // A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
@@ -187,7 +188,8 @@ void Model::Core::act(const PrepareFill& a) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
   uint32_t fill = next_fill_epoch();
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 void Model::Core::act(const InvalidateHolding&) {
@@ -335,9 +337,17 @@ void Model::Core::act(const CompleteOp& a) {
   if (a.code != Code::kSuccess && a.code != Code::kNotUpdated) {
     const MemberIdentity& id = machine.identity();
     std::string where = id.model + "/" + id.replica + "/shard " + std::to_string(id.shard);
+    std::string detail = a.detail;
+    if (a.code == Code::kLayout && frozen && detail.find("compaction_threshold") == std::string::npos) {
+      // The registry compares one hash: say what goes into ours.
+      detail += " (this replica: " + std::to_string(live.table.tensors().size()) + " tensors, " +
+                std::to_string(live.table.total_bytes()) + " bytes, compaction_threshold=" +
+                std::to_string(live.plan.threshold()) +
+                "; the layout is the tensor names, sizes and order and the compaction_threshold)";
+    }
     // The detail first: the caller reads it as soon as the request completes.
-    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + a.detail);
-    r->complete(a.code, a.version, where + ": " + a.detail);
+    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + detail);
+    r->complete(a.code, a.version, where + ": " + detail);
   }
   // A publish that the registry took starts the staging behind it (packing, checksums).
   if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged()) {
@@ -412,8 +422,8 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   id.replica = replica;
   id.shard = shard;
   id.num_shards = num_shards;
-  id.retain = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
-  id.spot = info.get_bool("spot", false);
+  id.retain = static_cast<int>(info.get<info_key("retain")>());
+  id.spot = info.get<info_key("spot")>();
   core_ = std::make_shared<Core>(ctx, std::move(id));
   ctx.attach(core_);
   auto r = core_->submit(Request::Kind::kOpen, [](uint64_t op) { return MachineEvent{OpOpen{op}}; });
@@ -488,26 +498,28 @@ void Model::cancel(const Request& r) {
 
 void Model::on_registry(const MachineEvent& ev) { core_->feed(ev); }
 
-bool Model::stat(const std::string& key, int64_t* value) const {
+int64_t Model::stat(StatKey key) const {
   const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
-  if (key == "held_version") *value = c.held;
-  else if (key == "bytes_held") *value = u(c.live.bytes_shown());
-  else if (key == "total_bytes") *value = u(c.total_bytes);
-  else if (key == "replications") *value = u(c.replications);
-  else if (key == "partial_sources") *value = u(c.partial_sources);
-  else if (key == "source_failures") *value = u(c.source_failures);
-  else if (key == "counter_reads") *value = u(c.counter_reads);
-  else if (key == "gets") *value = u(c.gets);
-  else if (key == "offloads") *value = u(c.offloads);
-  else if (key == "republished") *value = u(c.republished);
-  else if (key == "compact_bytes") *value = u(c.compact_bytes);
-  else if (key == "compacted_tensors") *value = u(c.compacted_tensors);
-  else if (key == "copy_mode") *value = u(c.copy_mode);
-  else if (key == "pack_us") *value = u(c.pack_us);
-  else if (key == "unpack_us") *value = u(c.unpack_us);
-  else return false;
-  return true;
+  switch (key) {  // every key of the table (tests/capi/stat_keys_test.cc asks them all)
+    case stat_key("held_version"): return c.held;
+    case stat_key("bytes_held"): return u(c.live.bytes_shown());
+    case stat_key("total_bytes"): return u(c.total_bytes);
+    case stat_key("replications"): return u(c.replications);
+    case stat_key("partial_sources"): return u(c.partial_sources);
+    case stat_key("source_failures"): return u(c.source_failures);
+    case stat_key("counter_reads"): return u(c.counter_reads);
+    case stat_key("gets"): return u(c.gets);
+    case stat_key("offloads"): return u(c.offloads);
+    case stat_key("republished"): return u(c.republished);
+    case stat_key("compact_bytes"): return u(c.compact_bytes);
+    case stat_key("compacted_tensors"): return u(c.compacted_tensors);
+    case stat_key("copy_mode"): return u(c.copy_mode);
+    case stat_key("pack_us"): return u(c.pack_us);
+    case stat_key("unpack_us"): return u(c.unpack_us);
+  }
+  throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
+                                   " of the table has no reading");
 }
 
 }  // namespace thub::client

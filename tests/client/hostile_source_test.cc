@@ -27,6 +27,7 @@ namespace {
 
 constexpr uint64_t kBig = 3u << 20;   // served in place
 constexpr uint64_t kSmall = 4096;     // packed into the compact segment
+constexpr uint64_t kThreshold = 64u << 10;  // the victim's and the liar's (part of the layout)
 
 // The victim: a real context (embedded registry) and model, the C++ core under the C API.
 struct Victim {
@@ -37,6 +38,7 @@ struct Victim {
     InfoMap info;
     info.set("verify", "false");
     info.set("stall_timeout_ms", "2000");
+    info.set("compaction_threshold", std::to_string(kThreshold));
     ctx = std::make_unique<Context>(info);
     model = std::make_unique<Model>(*ctx, "policy", "victim", 0, 1, InfoMap());
     model->register_tensor("big", big.data(), big.size(), 0);
@@ -57,7 +59,7 @@ struct Liar {
   explicit Liar(const std::string& registry) {
     h.table.add("big", big.data(), big.size(), 0);
     h.table.add("small", small.data(), small.size(), 0);
-    h.map(*worker, 2u << 20, false);
+    h.map(*worker, kThreshold, false);
     std::memcpy(h.compact->data(), small.data(), kSmall);
     h.begin_fill(next_fill_epoch());  // as if a transfer had filled it: no checksums
     h.fill_writer().show(0, nullptr, 0, 0, h.plan.total_bytes());
@@ -75,7 +77,7 @@ struct Liar {
     publish_raw(encode_descriptor(d));
   }
   void publish_raw(const std::string& desc) {
-    sched::Reply r = conn->call(sched::Publish{0, 0, member, 1, h.table.layout_hash(), desc}, 10000);
+    sched::Reply r = conn->call(sched::Publish{0, 0, member, 1, h.table.layout_hash(kThreshold), desc}, 10000);
     ASSERT_EQ(r.status, sched::Status::kOk) << r.detail;
   }
 };

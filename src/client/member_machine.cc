@@ -99,7 +99,7 @@ void MemberMachine::on(const Prepared& e) {
   op_->layout_hash = e.layout_hash;
   op_->descriptor = e.descriptor;
   op_->fill = e.fill;
-  if (!up_ || member_ == 0) return wait_registry();
+  if (unsettled()) return wait_registry();
   send_op_request();
 }
 
@@ -111,7 +111,7 @@ void MemberMachine::on(const PrepareFailed& e) {
 void MemberMachine::on(const OpUnpublish& e) {
   if (!start(e.op, Kind::kUnpublish)) return;
   if (phase_ != Phase::kHolding) return finish(Code::kState, "nothing is published: publish or replicate first");
-  if (!up_ || member_ == 0) return wait_registry();
+  if (unsettled()) return wait_registry();
   send_op_request();
 }
 
@@ -211,15 +211,11 @@ void MemberMachine::on(const RegistryReply& e) {
         return;
       }
       member_ = r.member;
-      if (needs_publish_) {
-        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
-      }
-      if (op_ && op_->stage == Stage::kWaitRegistry) {
-        op_->retried = true;
-        send_op_request();
-      }
+      if (needs_publish_) republish();
+      resume_op();
       break;
     case Purpose::kRepublish:
+      republish_pending_ = false;
       if (ok) {
         needs_publish_ = false;
         counters_.republished++;
@@ -230,6 +226,7 @@ void MemberMachine::on(const RegistryReply& e) {
         phase_ = Phase::kIdle;
         needs_publish_ = false;
       }
+      resume_op();
       break;
     case Purpose::kOffloadDone: {
       // Refused: the registry no longer wants the copy (the version left the window).
@@ -365,6 +362,12 @@ void MemberMachine::on(const RegistryNoReply& e) {
   pending_.erase(it);
   offload_reqs_.erase(e.req);
   if (p == Purpose::kReopen) open_pending_ = false;
+  if (p == Purpose::kRepublish) {
+    // Lost with the connection: the next registry is told again. Past its deadline: it may
+    // or may not have been taken; what waits for it goes on.
+    republish_pending_ = false;
+    if (e.code != Code::kRegistry) resume_op();
+  }
   if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail);
 }
 
@@ -416,6 +419,7 @@ void MemberMachine::on(const RegistryBack& e) {
   if (e.generation == generation_ && member_ != 0) return;
   generation_ = e.generation;
   member_ = 0;
+  republish_pending_ = false;
   if (phase_ == Phase::kNew || phase_ == Phase::kClosed) {
     if (op_ && op_->kind == Kind::kOpen && op_->stage == Stage::kWaitRegistry) {
       op_->retried = true;
@@ -436,6 +440,17 @@ void MemberMachine::reopen() {
   if (phase_ == Phase::kHolding) needs_publish_ = true;
   open_pending_ = true;
   send(Purpose::kReopen, sched::Open{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot});
+}
+
+void MemberMachine::republish() {
+  republish_pending_ = true;
+  send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
+}
+
+void MemberMachine::resume_op() {
+  if (!op_ || op_->stage != Stage::kWaitRegistry || unsettled()) return;
+  op_->retried = true;
+  send_op_request();
 }
 
 // The operation waits for a registry to answer again; when every registry is known gone it
@@ -476,9 +491,7 @@ void MemberMachine::on(const TransferEnded& e) {
     // became of the registry that granted it.
     if (grant_generation_ != generation_ || !up_ || member_ == 0) {
       needs_publish_ = true;
-      if (up_ && member_ != 0 && !open_pending_) {
-        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
-      }
+      if (up_ && member_ != 0 && !open_pending_) republish();
       return finish(Code::kSuccess);
     }
     op.stage = Stage::kDoneSent;

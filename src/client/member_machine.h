@@ -191,6 +191,11 @@ class MemberMachine {
   void reopen();
   // The current op cannot reach the registry now: waits for another to answer, or ends.
   void wait_registry();
+  // The registry cannot take the operation's request yet: not connected, not open there, or
+  // our holding's re-publish not yet answered.
+  [[nodiscard]] bool unsettled() const { return !up_ || member_ == 0 || republish_pending_; }
+  void republish();
+  void resume_op();  // after a re-open or re-publish: a waiting operation sends its request
 
   MemberIdentity id_;
   std::vector<MachineAction> out_;
@@ -205,6 +210,9 @@ class MemberMachine {
   std::string descriptor_;          // how to read what we hold (re-publish after failover)
   uint64_t layout_hash_ = 0;
   bool needs_publish_ = false;      // holding, but the current registry does not know it yet
+  bool republish_pending_ = false;  // that PUBLISH is at the registry: operations' requests wait
+                                    // for its answer (else it may land after them, on a member
+                                    // that has moved on)
   uint64_t lease_ = 0;              // kReceiving: the lease we read with
   uint64_t grant_generation_ = 0;   // kReceiving: the registry that granted it
   uint64_t have_ = 0;               // kReceiving: bytes held and checked

@@ -150,10 +150,8 @@ void World::view_before(const Event& ev) {
           // a late duplicate (the cache answers) or a retry of a deferred one (ignored)
           if (!first_delivery(e.client, e.req)) return;
           mark_delivered(e.client, e.req);
-          // A receiving member's own read is cancelled, unless a reader reported the member
-          // failed and it unpublishes (then it drains, and its own read goes on until it
-          // reports); a Close forgets the member and its read at once.
-          if (std::is_same_v<E, Close> || !failed_.count(e.member)) release_reads({e.member}, 0);
+          // The member's own read ends (it has stopped reading: also one reported failed).
+          release_reads({e.member}, 0);
           hide(e.member);
           if (ShardView* t = reg_view(e.member)) {
             if (std::is_same_v<E, Unpublish>) t->unpub_v = t->reg_v;

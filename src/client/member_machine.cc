@@ -204,9 +204,14 @@ void MemberMachine::on(const RegistryReply& e) {
     case Purpose::kReopen:
       open_pending_ = false;
       if (!ok) {
-        // This registry will not take us: nothing more can be done through it.
-        if (phase_ == Phase::kHolding) out_.emplace_back(InvalidateHolding{});
-        if (phase_ == Phase::kHolding) phase_ = Phase::kIdle;
+        // This registry will not take us now (e.g. our old session is not dropped yet): we
+        // serve nothing; the next operation asks again.
+        if (phase_ == Phase::kHolding) {
+          out_.emplace_back(InvalidateHolding{});
+          phase_ = Phase::kIdle;
+          version_ = -1;
+        }
+        needs_publish_ = false;
         if (op_ && op_->stage == Stage::kWaitRegistry) finish(code_of(r.status), "re-opening at the new registry: " + r.detail);
         return;
       }
@@ -458,6 +463,8 @@ void MemberMachine::resume_op() {
 void MemberMachine::wait_registry() {
   if (!gone_) {
     op_->stage = Stage::kWaitRegistry;
+    // Connected but not open here (the re-open was refused): nothing else would ask again.
+    if (up_ && member_ == 0 && !open_pending_ && phase_ != Phase::kNew && phase_ != Phase::kClosed) reopen();
     return;
   }
   if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) {

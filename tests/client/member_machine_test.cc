@@ -110,5 +110,38 @@ TEST_F(MemberMachineTest, UpdateAfterFailoverWaitsForTheRepublish) {
   EXPECT_EQ(rep->second.member, 5u);
 }
 
+// Seed 1514: cut off from the registry, the client reconnected before the registry had
+// dropped its old session, so the re-open was refused ("already open"). Nothing asked again
+// later: every following operation waited for a registry that was there all along. The next
+// operation tries the re-open again.
+TEST_F(MemberMachineTest, RefusedReopenIsTriedAgainByTheNextOperation) {
+  open();
+  publish(1);
+  clear();
+  step(RegistryLost{});
+  step(RegistryBack{1});
+  sched::Reply refused{};
+  refused.status = sched::Status::kState;
+  refused.detail = "shard 0 of replica r is already open";
+  reply(sent<sched::Open>()->first, refused);
+  EXPECT_EQ(m.held(), -1) << "the new registry does not count us as a holder";
+  clear();
+  uint64_t op = next_op++;
+  step(OpPublish{op, 2});
+  step(Prepared{op, 7, "d2", 2});
+  auto reopen = sent<sched::Open>();
+  ASSERT_TRUE(reopen) << "the publish waits for a re-open that nothing asks for";
+  EXPECT_FALSE(sent<sched::Publish>());
+  ok(reopen->first, 9);
+  auto pub = sent<sched::Publish>();
+  ASSERT_TRUE(pub);
+  EXPECT_EQ(pub->second.member, 9u);
+  EXPECT_EQ(pub->second.version, 2);
+  ok(pub->first);
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kSuccess);
+  EXPECT_EQ(m.held(), 2);
+}
+
 }  // namespace
 }  // namespace thub::client

@@ -55,6 +55,9 @@ bool MemberMachine::start(uint64_t id, Kind kind) {
 
 void MemberMachine::finish(Code code, std::string detail) {
   const uint64_t id = op_->id;
+  // A publish that failed after its fill was prepared: the user may overwrite the buffers
+  // now, and a registry that took the request after all hands out its descriptor.
+  if (op_->kind == Kind::kPublish && op_->prepared && code != Code::kSuccess) out_.emplace_back(InvalidateHolding{});
   op_.reset();
   out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
 }
@@ -76,6 +79,7 @@ void MemberMachine::on(const OpPublish& e) {
   }
   op_->spec = e.version;
   op_->stage = Stage::kPreparing;
+  op_->prepared = true;
   out_.emplace_back(PrepareHolding{e.op, e.version});
 }
 
@@ -255,10 +259,7 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
       phase_ = Phase::kIdle;
       return finish(Code::kSuccess);
     case Kind::kPublish:
-      if (!ok) {
-        out_.emplace_back(InvalidateHolding{});  // prepared to serve, but nobody will be told
-        return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
-      }
+      if (!ok) return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
       phase_ = Phase::kHolding;
       version_ = op.spec;
       descriptor_ = op.descriptor;

@@ -156,6 +156,7 @@ class MemberMachine {
     std::string descriptor;
     uint32_t fill = 0;
     bool retried = false;     // resent once after the registry came back
+    bool prepared = false;    // publish: PrepareHolding made the counter vouch for a new fill
     bool cancel = false;      // THUB_Cancel asked
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;

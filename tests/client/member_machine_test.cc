@@ -143,5 +143,24 @@ TEST_F(MemberMachineTest, RefusedReopenIsTriedAgainByTheNextOperation) {
   EXPECT_EQ(m.held(), 2);
 }
 
+// Seed 295: a publish that fails after PrepareHolding (here: its request past its deadline;
+// in the seed: the re-open refused) left the counter vouching for the prepared fill. The user
+// may overwrite the buffers once the publish has failed, while a registry that did take the
+// late PUBLISH hands its descriptor to readers: they must see the counter invalid.
+TEST_F(MemberMachineTest, FailedPublishInvalidatesWhatItPrepared) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpPublish{op, 3});
+  step(Prepared{op, 7, "d3", 1});
+  auto pub = sent<sched::Publish>();
+  ASSERT_TRUE(pub);
+  clear();
+  step(RegistryNoReply{pub->first, Code::kTimeout, "no reply within its deadline"});
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kTimeout);
+  EXPECT_TRUE(did<InvalidateHolding>()) << "the counter still vouches for buffers the user may now overwrite";
+}
+
 }  // namespace
 }  // namespace thub::client

@@ -17,6 +17,7 @@ namespace thub::sched::sim::detail {
 
 World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) {
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
+  strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
@@ -134,6 +135,11 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     }
   }
   for (auto [cid, s] : acks_) check_unpublish_ack(cid, s);
+  if (auto* con = std::get_if<Connect>(&ev)) {  // the HELLO answer travels back
+    auto h = hello_.find(con->client);
+    if (h != hello_.end()) at(lat(), std::move(h->second));
+    hello_.erase(con->client);
+  }
   if (std::holds_alternative<Heartbeat>(ev)) echo(c);  // the server answers every heartbeat
   sweep_host_copies();
   check_reader_limit();

@@ -18,6 +18,7 @@ struct SimResult {
   uint64_t ops = 0, ops_ok = 0;          // operations completed (CompleteOp), of them THUB_SUCCESS
   uint64_t transfers = 0, source_failures = 0;  // transfers ended, of them with source_failed
   uint64_t reconnects = 0, gone = 0, timeouts = 0, partitions = 0, stalls = 0, cancels = 0;
+  uint64_t skewed = 0;  // sessions whose transaction checks were off (see Session::skewed)
 };
 
 // Runs one seeded schedule: `steps` workload steps of 10 ms with faults, then a quiet phase

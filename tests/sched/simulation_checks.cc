@@ -129,7 +129,7 @@ void World::check_no_idle_wait() {
   bool loaded = false;
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
-    if (!a.alive || a.conn.cid != cid) continue;
+    if (!a.alive || a.conn.cid != cid || stale_model(a.model)) continue;
     for (const auto& [req, out] : ss.out) {
       if (!out.delivered || out.decided) continue;
       Version v = -1;
@@ -271,7 +271,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     held_[rep.lease] = Held{rep.source, sh.id, 0};
     failed_.erase(sh.id);  // a reader's report of its earlier buffers: this fill is new
-    if (out.op == Op::kReplicate && out.round == ss.txn_round) check_transaction(c, s, rep);
+    if (out.op == Op::kReplicate && out.round == ss.txn_round && !skewed(c)) check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
@@ -357,7 +357,7 @@ void World::liveness() {
     const Actor& a = actor_of(ss);
     if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out)
-      if (out.delivered && !out.decided)
+      if (out.delivered && !out.decided && !(stale_model(a.model) && out.op == Op::kReplicate))
         return fail("request " + std::to_string(req) + " of replica " + a.replica + " shard " +
                     std::to_string(out.shard) + " (op " + std::to_string(static_cast<int>(out.op)) +
                     ") was never answered");

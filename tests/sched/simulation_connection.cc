@@ -50,17 +50,27 @@ void World::connect(int i, uint64_t proc) {
   cid_actor_[a.conn.cid] = i;
   trace(a.replica + " connects as client " + std::to_string(a.conn.cid));
   uint64_t epoch = epoch_, serial = a.conn.serial;
-  Event c = Connect{a.conn.cid, a.dc};
-  Time hello = lat();
-  at(hello, [=] { deliver(c, epoch); });
-  at(hello + lat(), [=] {
+  const ClientId cid = a.conn.cid;
+  hello(cid, epoch, [=] {
     Actor& b = actors_[i];
     if (!b.alive || b.proc != proc || b.conn.serial != serial) return;
     if (epoch != epoch_) return connect(i, proc);  // the registry restarted meanwhile
     b.conn.st = Conn::St::kUp;
     b.conn.last_rx = now_;
+    b.conn.up_since = now_;
     heartbeat(i, serial);
     start_process(i);
+  }, [=] { connect(i, proc); });
+}
+
+// HELLO: the connection is up once the registry has taken its Connect and answered (a
+// stalled registry answers late); no answer within the connect timeout: try again.
+void World::hello(ClientId cid, uint64_t epoch, std::function<void()> up, std::function<void()> again) {
+  hello_[cid] = std::move(up);
+  Event c = Connect{cid, actors_[cid_actor_.at(cid)].dc};
+  at(lat(), [=] { deliver(c, epoch); });
+  at(kConnectTimeout, [=] {
+    if (hello_.erase(cid)) again();
   });
 }
 
@@ -93,6 +103,25 @@ void World::send(int i, int s, const client::SendRequest& a) {
   // The outside view records what was sent (its session exists once Connect was delivered;
   // without it nothing of this connection reaches the registry any more).
   if (auto ss = sessions_.find(c.cid); ss != sessions_.end()) {
+    // A Replicate of an operation from before this session opens a transaction here that the
+    // other shards join only if they, too, still wait for their first answer of that round.
+    if (std::holds_alternative<Replicate>(ev) && actor.n > 1 && !ss->second.skewed) {
+      auto waits_first_answer = [&](const Shard& t) {
+        for (const auto& [op, rec] : t.ops)
+          if (rec.started < c.up_since && t.m->receiving() < 0 && t.m->held() == rec.before) return true;
+        return false;
+      };
+      bool old_op = false, all_ask = true;
+      for (const auto& [op, rec] : actor.sh[s].ops) old_op = old_op || rec.started < c.up_since;
+      for (int k = 0; k < actor.n; ++k)
+        if (k != s) all_ask = all_ask && waits_first_answer(actor.sh[k]);
+      if (old_op && !all_ask) {
+        ss->second.skewed = true;
+        skewed_.insert(c.cid);
+        ++res_.skewed;
+        trace(actor.replica + " client " + std::to_string(c.cid) + " is skewed: a shard asks again alone");
+      }
+    }
     Out o;
     o.shard = s;
     o.op = op_of(ev);
@@ -169,6 +198,8 @@ void World::on_reply(int i, uint64_t serial, const Reply& rep) {
   a.conn.pending.erase(it);
   const uint64_t reg = p.reg;
   if (a.sh[p.shard].reg != reg) return;
+  if (skewed(a.conn.cid))
+    for (auto& [op, rec] : a.sh[p.shard].ops) rec.stale = true;
   feed(i, p.shard, client::RegistryReply{p.mreq, rep});
   if (!res_.ok || !a.alive || a.sh[p.shard].reg != reg) return;
   on_grant_seen(i, p.shard, rep);
@@ -250,16 +281,14 @@ void World::reconnect(int i, uint64_t serial) {
   ClientId cid = next_cid_++;
   cid_actor_[cid] = i;
   uint64_t epoch = epoch_;
-  Event ev = Connect{cid, a.dc};
-  Time hello = lat();
-  at(hello, [=] { deliver(ev, epoch); });
-  at(hello + lat(), [=] {
+  hello(cid, epoch, [=] {
     Actor& b = actors_[i];
     if (!b.alive || b.conn.serial != serial || b.conn.st != Conn::St::kLost) return;
     if (epoch != epoch_) return reconnect(i, serial);  // that registry is gone already
     b.conn.st = Conn::St::kUp;
     b.conn.cid = cid;
     b.conn.last_rx = now_;
+    b.conn.up_since = now_;
     ++b.conn.gen;
     ++res_.reconnects;
     trace(b.replica + " is back as client " + std::to_string(cid) + " (generation " + std::to_string(b.conn.gen) + ")");
@@ -268,7 +297,7 @@ void World::reconnect(int i, uint64_t serial) {
       feed(i, static_cast<int>(s), client::RegistryBack{gen});
     heartbeat(i, serial);
     progress(i);
-  });
+  }, [=] { reconnect(i, serial); });
 }
 
 // Heartbeats keep the registry from dropping us; its answers (and replies) show it alive.

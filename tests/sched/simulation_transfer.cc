@@ -76,6 +76,9 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   if (!quiet_ && chance(50)) j.per_chunk = (20 + static_cast<Time>(r(60))) * kMs;             // a slow read
   if (!quiet_ && chance(20)) j.stall_at = now_ + static_cast<Time>(r(static_cast<uint64_t>(j.per_chunk * total + 1)));
   sh.job = j;
+  trace(me.replica + "/" + std::to_string(s) + " transfer " + std::to_string(a.transfer) + " of v" +
+        std::to_string(a.version) + " begins from " + a.source_descriptor + (a.source_partial ? " (partial)" : "") +
+        " at " + std::to_string(a.start) + " fill " + std::to_string(a.fill));
   const uint64_t serial = j.serial;
   // The transfer runs on the progress thread: what it reports comes back later.
   at(0, [=] {

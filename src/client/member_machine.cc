@@ -167,7 +167,14 @@ void MemberMachine::send_op_request() {
         // Resuming a transfer at a registry that does not know it: ask for the same version.
         op.stage = Stage::kRecovering;
         send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_});
+      } else if (op.fill_promised) {
+        // A registry may have granted the lost request and chained readers on us under its
+        // fill: a grant of another version must not fill the same one (they would take it).
+        op.fill_promised = false;
+        op.stage = Stage::kPreparing;
+        out_.emplace_back(PrepareFill{op.id});
       } else {
+        op.fill_promised = true;
         send(Purpose::kOp, sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor});
       }
       break;

@@ -157,6 +157,8 @@ class MemberMachine {
     uint32_t fill = 0;
     bool retried = false;     // resent once after the registry came back
     bool prepared = false;    // publish: PrepareHolding made the counter vouch for a new fill
+    bool fill_promised = false;  // replicate: a registry may have granted under its descriptor
+                                 // (the answer was lost): asking again needs a new fill
     bool cancel = false;      // THUB_Cancel asked
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;

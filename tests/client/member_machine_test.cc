@@ -162,5 +162,32 @@ TEST_F(MemberMachineTest, FailedPublishInvalidatesWhatItPrepared) {
   EXPECT_TRUE(did<InvalidateHolding>()) << "the counter still vouches for buffers the user may now overwrite";
 }
 
+// Seed 4585: a replicate's request reached the registry, which granted it (and made us a
+// partial source under the request's descriptor, fill 1, for version 0) but the answer was
+// lost with the connection. Asked again at the new registry with the same descriptor, it was
+// granted version 2 into the same fill: a reader the old grant had chained on us took the
+// bytes of version 2 as version 0 (its counter read showed the fill it expected). A request
+// asked again promises a new fill.
+TEST_F(MemberMachineTest, ReplicateAskedAgainAfterFailoverPromisesANewFill) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill-1", 1});
+  auto first = sent<sched::Replicate>();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->second.descriptor, "fill-1");
+  step(RegistryNoReply{first->first, Code::kRegistry, "lost the connection"});
+  failover(1, 4);
+  EXPECT_FALSE(sent<sched::Replicate>()) << "asked again under the fill the lost request promised";
+  bool refill = false;
+  for (const auto& a : out) refill = refill || std::holds_alternative<PrepareFill>(a);
+  ASSERT_TRUE(refill);
+  step(Prepared{op, 7, "fill-2", 2});
+  auto again = sent<sched::Replicate>();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->second.descriptor, "fill-2");
+}
+
 }  // namespace
 }  // namespace thub::client

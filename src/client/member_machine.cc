@@ -195,7 +195,7 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
         if constexpr (HasReq<std::decay_t<decltype(e)>>::value) e.req = req;
       },
       ev);
-  pending_[req] = p;
+  pending_[req] = Pending{p, generation_};
   out_.emplace_back(SendRequest{req, std::move(ev)});
 }
 
@@ -204,7 +204,7 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
 void MemberMachine::on(const RegistryReply& e) {
   auto it = pending_.find(e.req);
   if (it == pending_.end()) return;  // a request of a registry that is gone, or a duplicate
-  Purpose p = it->second;
+  Purpose p = it->second.purpose;
   pending_.erase(it);
   const sched::Reply& r = e.reply;
   const bool ok = r.status == sched::Status::kOk;
@@ -371,21 +371,25 @@ void MemberMachine::give_up(Code code, const std::string& detail) {
 void MemberMachine::on(const RegistryNoReply& e) {
   auto it = pending_.find(e.req);
   if (it == pending_.end()) return;
-  Purpose p = it->second;
+  const Purpose p = it->second.purpose;
+  // Sent on an older connection than the one now up: its failure (seen after RegistryBack,
+  // e.g. refused while reconnecting) concerns neither this registry's re-open nor re-publish,
+  // and an operation asks again at once instead of waiting for another RegistryBack.
+  const bool back_already = it->second.generation != generation_ && up_;
   pending_.erase(it);
   offload_reqs_.erase(e.req);
-  if (p == Purpose::kReopen) open_pending_ = false;
-  if (p == Purpose::kRepublish) {
+  if (p == Purpose::kReopen && !back_already) open_pending_ = false;
+  if (p == Purpose::kRepublish && !back_already) {
     // Lost with the connection: the next registry is told again. Past its deadline: it may
     // or may not have been taken; what waits for it goes on.
     republish_pending_ = false;
     if (e.code != Code::kRegistry) resume_op();
   }
-  if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail);
+  if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail, back_already);
 }
 
 // The current operation's request got no answer.
-void MemberMachine::lost_op_request(Code code, const std::string& detail) {
+void MemberMachine::lost_op_request(Code code, const std::string& detail, bool back_already) {
   Op& op = *op_;
   switch (op.stage) {
     case Stage::kDoneSent:
@@ -393,6 +397,7 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
         // The data is whole and checked; only the registry is gone: the next one learns it.
         phase_ = Phase::kHolding;
         needs_publish_ = true;
+        if (back_already && member_ != 0 && !open_pending_) republish();
         return finish(Code::kSuccess);
       }
       return finish(code, "transfer done: " + detail);
@@ -405,7 +410,9 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
       return finish(Code::kSuccess);
     case Stage::kRecovering:
       if (code == Code::kRegistry && !op.retried) {
-        return wait_registry();  // ask the next registry for the same version
+        wait_registry();  // ask the next registry for the same version
+        if (back_already) resume_op();
+        return;
       }
       return give_up(code, op.detail + "; " + detail);
     default:
@@ -419,7 +426,9 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
     return finish(Code::kSuccess);
   }
   if (code == Code::kRegistry && !op.retried) {
-    return wait_registry();  // asked again once another registry answers
+    wait_registry();  // asked again once another registry answers
+    if (back_already) resume_op();
+    return;
   }
   finish(code, detail);
 }
@@ -461,7 +470,9 @@ void MemberMachine::republish() {
 }
 
 void MemberMachine::resume_op() {
-  if (!op_ || op_->stage != Stage::kWaitRegistry || unsettled()) return;
+  if (!op_ || op_->stage != Stage::kWaitRegistry) return;
+  // An open needs only a registry; the others need to be open there, and settled.
+  if (op_->kind == Kind::kOpen && phase_ == Phase::kNew ? !up_ : unsettled()) return;
   op_->retried = true;
   send_op_request();
 }

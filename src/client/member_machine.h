@@ -190,7 +190,7 @@ class MemberMachine {
   void on_grant(const sched::Reply& r);
   void finish(Code code, std::string detail = {});
   void give_up(Code code, const std::string& detail);
-  void lost_op_request(Code code, const std::string& detail);
+  void lost_op_request(Code code, const std::string& detail, bool back_already);
   void reopen();
   // The current op cannot reach the registry now: waits for another to answer, or ends.
   void wait_registry();
@@ -222,7 +222,11 @@ class MemberMachine {
   uint64_t transfer_ = 0;           // the transfer running (BeginTransfer.transfer)
   std::optional<Op> op_;
   uint64_t next_req_ = 1;
-  std::map<uint64_t, Purpose> pending_;  // requests at the registry
+  struct Pending {
+    Purpose purpose = Purpose::kOp;
+    uint64_t generation = 0;  // of the connection it was sent on
+  };
+  std::map<uint64_t, Pending> pending_;  // requests at the registry
   std::set<int64_t> host_;          // retention copies
   std::map<uint64_t, int64_t> offload_reqs_;  // OFFLOAD_DONE requests: the version each names
   Counters counters_;

@@ -189,5 +189,25 @@ TEST_F(MemberMachineTest, ReplicateAskedAgainAfterFailoverPromisesANewFill) {
   EXPECT_EQ(again->second.descriptor, "fill-2");
 }
 
+// Seed 2297: a model handle opened while the connection was reconnecting sent its OPEN,
+// which the connection refused (not connected); RegistryBack came before that refusal was
+// seen, so the open then waited for another RegistryBack that never came. A request of an
+// older connection than the one up is asked again at once.
+TEST_F(MemberMachineTest, RequestRefusedBeforeRegistryBackIsAskedAgainAtOnce) {
+  clear();
+  step(OpOpen{1});
+  auto first = sent<sched::Open>();
+  ASSERT_TRUE(first);
+  step(RegistryBack{2});
+  clear();
+  step(RegistryNoReply{first->first, Code::kRegistry, "not connected to a registry"});
+  auto again = sent<sched::Open>();
+  ASSERT_TRUE(again) << "the open waits for a registry that is already back";
+  ok(again->first, 3);
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kSuccess);
+  EXPECT_EQ(m.member(), 3u);
+}
+
 }  // namespace
 }  // namespace thub::client

@@ -357,7 +357,8 @@ void World::liveness() {
     const Actor& a = actor_of(ss);
     if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out)
-      if (out.delivered && !out.decided && !(stale_model(a.model) && out.op == Op::kReplicate))
+      if (out.delivered && !out.decided &&
+          !(stale_model(a.model) && (out.op == Op::kReplicate || out.op == Op::kFailed)))
         return fail("request " + std::to_string(req) + " of replica " + a.replica + " shard " +
                     std::to_string(out.shard) + " (op " + std::to_string(static_cast<int>(out.op)) +
                     ") was never answered");

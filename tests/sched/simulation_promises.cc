@@ -130,7 +130,8 @@ void World::client_liveness() {
       }
     }
     for (const auto& [q, p] : a.conn.pending) {
-      if (stale_model(a.model) && std::holds_alternative<Replicate>(p.ev)) continue;
+      if (stale_model(a.model) && (std::holds_alternative<Replicate>(p.ev) || std::holds_alternative<SourceFailed>(p.ev)))
+        continue;
       return fail(a.replica + " request " + std::to_string(q) + " of shard " + std::to_string(p.shard) +
                   " got neither an answer nor a failure");
     }

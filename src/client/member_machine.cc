@@ -223,7 +223,12 @@ void MemberMachine::on(const RegistryReply& e) {
           version_ = -1;
         }
         needs_publish_ = false;
-        if (op_ && op_->stage == Stage::kWaitRegistry) finish(code_of(r.status), "re-opening at the new registry: " + r.detail);
+        if (op_ && op_->stage == Stage::kWaitRegistry) {
+          const std::string why = "re-opening at the new registry: " + r.detail;
+          // A replicate that waited half received gives that up (nobody may take it now).
+          if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) return give_up(code_of(r.status), why);
+          finish(code_of(r.status), why);
+        }
         return;
       }
       member_ = r.member;

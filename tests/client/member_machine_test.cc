@@ -209,5 +209,36 @@ TEST_F(MemberMachineTest, RequestRefusedBeforeRegistryBackIsAskedAgainAtOnce) {
   EXPECT_EQ(m.member(), 3u);
 }
 
+// Seed 613: a replicate whose source failed while the registry was away waited, half
+// received, for the new registry; its re-open there was refused ("already open"), and the
+// operation ended with the error but left the machine receiving: the member stayed half
+// filled, its counter vouching for it, with no operation to finish it. It gives up what it
+// half holds.
+TEST_F(MemberMachineTest, RefusedReopenGivesUpAHalfReceivedVersion) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill-1", 1});
+  reply(sent<sched::Replicate>()->first, grant(4, 11));
+  uint64_t transfer = 0;
+  for (const auto& a : out)
+    if (auto* b = std::get_if<BeginTransfer>(&a)) transfer = b->transfer;
+  ASSERT_NE(transfer, 0u);
+  step(RegistryLost{});
+  step(TransferEnded{transfer, Code::kTransport, true, 1024, "source died"});
+  ASSERT_EQ(m.receiving(), 4);
+  clear();
+  step(RegistryBack{1});
+  sched::Reply refused{};
+  refused.status = sched::Status::kState;
+  refused.detail = "shard 0 of replica r is already open";
+  reply(sent<sched::Open>()->first, refused);
+  ASSERT_TRUE(completed());
+  EXPECT_NE(completed()->code, Code::kSuccess);
+  EXPECT_EQ(m.receiving(), -1) << "the operation ended, the member still half filled";
+  EXPECT_TRUE(did<InvalidateHolding>());
+}
+
 }  // namespace
 }  // namespace thub::client

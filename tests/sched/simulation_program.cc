@@ -4,6 +4,7 @@
 // unpublish; now and then an operation is cancelled, or the model handles are closed and
 // opened anew. The program only calls operations and reads their results: every decision
 // about the registry, transfers and failures is the machine's.
+#include <algorithm>
 #include <string>
 
 #include "tests/sched/simulation_world.h"
@@ -142,6 +143,24 @@ void World::next_phase(int i) {
   bool update = chance(200);  // THUB_Update holding nothing: a plain replicate
   for (int s = 0; s < a.n; ++s)
     start_op(i, s, OpRecord::Kind::kReplicate, spec, update, static_cast<Time>(r(20)) * kMs, chance(30));
+}
+
+// Buffers the program was told it holds nothing in are its own: it may write them at any
+// time before its next operation (a trainer's next step, an application reusing the memory).
+// Readers the registry still lets read them must see the counter invalid, not these bytes.
+void World::scribble_later(int i, int s) {
+  const uint64_t reg = actors_[i].sh[s].reg;
+  at(static_cast<Time>(r(40)) * kMs, [=] {
+    Actor& a = actors_[i];
+    if (!a.alive || s >= static_cast<int>(a.sh.size()) || a.sh[s].reg != reg) return;
+    Shard& sh = a.sh[s];
+    if (!sh.ops.empty() || sh.starting || sh.user_held >= 0) return;
+    if (sh.m->held() >= 0 || sh.m->receiving() >= 0)
+      return fail(a.replica + "/" + std::to_string(s) + ": the program was told it holds nothing, but the machine " +
+                  (sh.m->held() >= 0 ? "holds " : "receives ") + std::to_string(std::max(sh.m->held(), sh.m->receiving())));
+    for (size_t k = 0; k < sh.chunks.size(); ++k)
+      if (chance(500)) sh.chunks[k] = kScribble;
+  });
 }
 
 void World::start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, Time delay, bool cancel) {

@@ -109,6 +109,7 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
       if (t != want) return fail(what + ": published buffers that do not hold the version");
   }
   sh.user_held = c.version;
+  if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
   // A publish that the registry took starts the staging behind it.
   if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
     stage(i, s, sh.reg, sh.counter.epoch, 0);

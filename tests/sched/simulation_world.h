@@ -85,6 +85,7 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
 // What a chunk of a buffer holds: (model << 32 | version), or garbage.
 using Tag = int64_t;
 constexpr Tag kGarbage = -1;
+constexpr Tag kScribble = -2;  // the user's own writes to buffers it was told are its own
 inline Tag tag_of(int model, Version v) { return (static_cast<int64_t>(model) << 32) | v; }
 
 struct Counter {         // the seqlock progress counter (progress_counter.h), in chunks
@@ -249,6 +250,7 @@ class World {
   void next_phase(int i);
   void start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, Time delay, bool cancel);
   bool idle(const Actor& a) const;
+  void scribble_later(int i, int s);
 
   // ---- the client's promises (simulation_promises.cc)
   void on_complete(int i, int s, const client::CompleteOp& c);

@@ -238,9 +238,10 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
   const bool ok = rep.status == Status::kOk;
   if (out.op == Op::kOpen && ok) {
     owner_[rep.member] = {c, s};
+    const bool decided = sh.round_decided;  // a transaction may already keep a slot for it
     sh = ShardView{};
     sh.id = rep.member;
-    sh.round_decided = true;
+    sh.round_decided = decided;
   }
   if (out.op == Op::kClose && ok) {
     sh.id = 0;
@@ -274,6 +275,9 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     if (out.op == Op::kReplicate && out.round == ss.txn_round && !skewed(c)) check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  // A shard withdrawn from its round at the registry: the transaction another shard opens
+  // next waits for it (the stale-transaction finding).
+  if (out.op == Op::kReplicate && rep.status == Status::kCanceled && a.n > 1) mark_skewed(c, "a shard was canceled");
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);

@@ -31,6 +31,7 @@ Op op_of(const Event& ev) {
   if (std::holds_alternative<SourceFailed>(ev)) return Op::kFailed;
   if (std::holds_alternative<Unpublish>(ev)) return Op::kUnpublish;
   if (std::holds_alternative<OffloadDone>(ev)) return Op::kOffloadDone;
+  if (std::holds_alternative<Cancel>(ev)) return Op::kCancel;
   return Op::kClose;
 }
 }  // namespace
@@ -115,12 +116,7 @@ void World::send(int i, int s, const client::SendRequest& a) {
       for (const auto& [op, rec] : actor.sh[s].ops) old_op = old_op || rec.started < c.up_since;
       for (int k = 0; k < actor.n; ++k)
         if (k != s) all_ask = all_ask && waits_first_answer(actor.sh[k]);
-      if (old_op && !all_ask) {
-        ss->second.skewed = true;
-        skewed_.insert(c.cid);
-        ++res_.skewed;
-        trace(actor.replica + " client " + std::to_string(c.cid) + " is skewed: a shard asks again alone");
-      }
+      if (old_op && !all_ask) mark_skewed(c.cid, "a shard asks again alone");
     }
     Out o;
     o.shard = s;

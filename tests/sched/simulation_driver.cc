@@ -81,8 +81,11 @@ void World::act(int i, int s, const MachineAction& action) {
             Actor& b = actors_[i];
             if (!b.alive || s >= static_cast<int>(b.sh.size()) || b.sh[s].reg != reg) return;
             Shard& t = b.sh[s];
+            // While the machine holds v, its buffers are v. (If it has let them go meanwhile,
+            // the copy may hold anything: it must then never be served, which readers' own
+            // end-to-end checks would show.)
             for (Tag c : t.chunks)
-              if (c != tag_of(b.model, v))
+              if (t.m->held() == v && c != tag_of(b.model, v))
                 return fail(b.replica + "/" + std::to_string(s) + " was told to copy version " + std::to_string(v) +
                             " to host memory, but its buffers hold something else (phase " +
                             std::to_string(static_cast<int>(t.m->phase())) + ")");

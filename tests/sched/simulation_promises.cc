@@ -113,7 +113,30 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
   // A publish that the registry took starts the staging behind it.
   if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
     stage(i, s, sh.reg, sh.counter.epoch, 0);
+  if (idle(a) && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate)) end_of_round(i);
   if (idle(a)) progress(i);
+}
+
+// A round in which some shard's Replicate reached this registry and another's did not (it was
+// canceled while waiting for a registry, or answered by an older one) leaves a transaction
+// that waits for the missing shard: the stale-transaction finding (Session::skewed).
+void World::end_of_round(int i) {
+  const Actor& a = actors_[i];
+  auto ss = sessions_.find(a.conn.cid);
+  if (a.n < 2 || ss == sessions_.end() || ss->second.skewed || ss->second.txn_round != a.round) return;
+  bool all = true;
+  for (const ShardView& t : ss->second.sh) all = all && t.round_decided;
+  if (all) return;
+  mark_skewed(a.conn.cid, "a shard did not ask in round " + std::to_string(a.round));
+}
+
+void World::mark_skewed(ClientId c, const std::string& why) {
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end() || ss->second.skewed) return;
+  ss->second.skewed = true;
+  skewed_.insert(c);
+  ++res_.skewed;
+  trace(actors_[ss->second.actor].replica + " client " + std::to_string(c) + " is skewed: " + why);
 }
 
 void World::client_liveness() {

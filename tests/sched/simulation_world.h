@@ -41,7 +41,7 @@ constexpr Time kMs = 1000;
 
 // ---- the registry as seen from outside (what it was told and what it decided) -----------
 
-enum class Op { kOpen, kPublish, kReplicate, kDone, kFailed, kUnpublish, kOffloadDone, kClose };
+enum class Op { kOpen, kPublish, kReplicate, kDone, kFailed, kUnpublish, kOffloadDone, kClose, kCancel };
 
 struct Out {             // one request as the registry sees it
   int shard = 0;
@@ -256,6 +256,8 @@ class World {
   void on_complete(int i, int s, const client::CompleteOp& c);
   void on_grant_seen(int i, int s, const Reply& rep);
   void client_liveness();
+  void end_of_round(int i);
+  void mark_skewed(ClientId c, const std::string& why);
 
   // ---- the registry seen from outside, and its invariants (simulation_checks.cc)
   void on_decided(ClientId c, Out& out, const Reply& rep);

@@ -174,6 +174,7 @@ void World::view_before(const Event& ev) {
             const LeaseView& lv = l->second;
             if (lv.host) {  // the registry drops that host copy, the buffers are not touched
               if (ShardView* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
+              failed_host_.insert({lv.src, lv.v});
             } else {
               hide(lv.src);
               failed_.insert(lv.src);  // the registry now counts its data as lost
@@ -280,6 +281,7 @@ void World::restart_registry() {
   published_.clear();
   suspect_.clear();
   failed_.clear();
+  failed_host_.clear();
   lease_src_.clear();
   held_.clear();
   for (size_t k = 0; k < actors_.size(); ++k) {

@@ -328,7 +328,8 @@ void World::check_unpublish_ack(ClientId c, int s) {
     return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while a lease reads it");
   // Retention: the last non-spot holder of a retained version never loses it by unpublish.
   Version v = sh.unpub_v;
-  if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
+  // (Not when a reader reported its copy failed: the version was lost by that, not by this.)
+  if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id) || failed_host_.count({sh.id, v})) return;
   // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
   // decided with a value between before and after; only the smaller one is sure.
   int k = std::min(model_retain(a.name), retain_before_[a.name]);

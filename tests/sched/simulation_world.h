@@ -151,6 +151,7 @@ struct Conn {            // the process's registry connection (src/registry/conn
   uint64_t gen = 0;      // RegistryBack generations
   Time lost_at = 0, backoff = 0, last_rx = 0;
   Time up_since = 0;     // this session's start
+  Time last_arrival = 0; // of the last request on the stream (in order)
   struct Pending {
     int shard = 0;
     uint64_t mreq = 0;   // the machine's request id
@@ -322,6 +323,7 @@ class World {
   std::set<MemberId> suspect_;
   std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
   std::set<MemberId> failed_;  // named by a delivered SourceFailed
+  std::set<std::pair<MemberId, Version>> failed_host_;  // host copies named by one
   struct LeaseView {
     MemberId src = 0;
     Version v = -1;

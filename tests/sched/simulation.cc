@@ -18,6 +18,8 @@ namespace thub::sched::sim::detail {
 World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) {
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
   strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
+  timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
+  offload_failures_ = std::getenv("THUB_SIM_OFFLOAD_FAILURES") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;

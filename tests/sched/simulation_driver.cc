@@ -89,6 +89,10 @@ void World::act(int i, int s, const MachineAction& action) {
                 return fail(b.replica + "/" + std::to_string(s) + " was told to copy version " + std::to_string(v) +
                             " to host memory, but its buffers hold something else (phase " +
                             std::to_string(static_cast<int>(t.m->phase())) + ")");
+            if (offload_failures_ && chance(100)) {  // e.g. host memory exhausted
+              feed(i, s, client::HostCopyMade{v, false, "", "no host memory"});
+              return;
+            }
             HostCopy copy{t.chunks, ++b.next_epoch};
             t.host[v] = copy;
             std::string d = "host/" + std::to_string(i) + "/" + std::to_string(reg) + "/" + std::to_string(s) + "/" +

@@ -288,6 +288,9 @@ class World {
   std::mt19937_64 rng_;
   bool trace_ = false;
   bool strict_ = false;  // THUB_SIM_STRICT: no check is exempted for a skewed session
+  // Faults off by default, each of which shows a known open finding (docs/sched.md):
+  bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
+  bool offload_failures_ = false;  // THUB_SIM_OFFLOAD_FAILURES: some host copies fail
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
   // A skewed session's stale transaction also keeps source slots of its model reserved,

@@ -477,7 +477,7 @@ void MemberMachine::republish() {
 void MemberMachine::resume_op() {
   if (!op_ || op_->stage != Stage::kWaitRegistry) return;
   // An open needs only a registry; the others need to be open there, and settled.
-  if (op_->kind == Kind::kOpen && phase_ == Phase::kNew ? !up_ : unsettled()) return;
+  if ((op_->kind == Kind::kOpen && phase_ == Phase::kNew) ? !up_ : unsettled()) return;
   op_->retried = true;
   send_op_request();
 }

@@ -1,5 +1,7 @@
 #include "src/registry/protocol.h"
 
+#include <climits>
+#include <cstdint>
 #include <type_traits>
 
 #include "src/common/codec.h"
@@ -252,6 +254,152 @@ void decode_order(std::string_view payload, MemberId* member, Version* version) 
   r.expect_end();
 }
 
+std::string encode_info_request(uint32_t max_entries) {
+  Writer w;
+  w.u32(max_entries);
+  return w.take();
+}
+
+uint32_t decode_info_request(std::string_view payload) {
+  Reader r(payload);
+  uint32_t n = r.u32();
+  r.expect_end();
+  return n;
+}
+
+namespace {
+// Fixed bytes of each SNAPSHOT entry (a string counts its 4-byte length): the decoder's
+// lower bound for a count.
+constexpr size_t kSnapshotHeadBytes = 8 * 8 + 1;
+constexpr size_t kModelViewBytes = 4 + 4 + 8 + 8 + 4 + 4;
+constexpr size_t kHolderViewBytes = 4 + 8 + 4 + 4 + 4 + 8 + 8 + 1 + 1 + 4 + 8 + 8;
+constexpr size_t kTransferViewBytes = 8 + 4 + 8 + 8 + 4 + 4 + 8 + 4 + 4 + 1 + 1 + 1 + 8 + 8 + 8;
+constexpr int32_t kMaxShards = 1 << 20;
+
+void put(Writer& w, const ModelView& m) {
+  w.str(m.name).u32(static_cast<uint32_t>(m.retain)).u64(m.versions_published).i64(m.latest);
+  w.u32(static_cast<uint32_t>(m.retained.size()));
+  for (Version v : m.retained) w.i64(v);
+  w.u32(m.members);
+}
+void put(Writer& w, const HolderView& h) {
+  w.u32(h.model).i64(h.version).u32(static_cast<uint32_t>(h.shard)).u32(static_cast<uint32_t>(h.num_shards));
+  w.str(h.replica).u64(h.member).u64(h.client).u8(static_cast<uint8_t>(h.state)).boolean(h.spot);
+  w.u32(static_cast<uint32_t>(h.load)).u64(h.bytes_reported).i64(h.reported_at);
+}
+void put(Writer& w, const TransferView& t) {
+  w.u64(t.lease).u32(t.model).i64(t.version);
+  w.u64(t.source).str(t.source_replica).u32(static_cast<uint32_t>(t.source_shard));
+  w.u64(t.reader).str(t.reader_replica).u32(static_cast<uint32_t>(t.reader_shard));
+  w.boolean(t.from_host_copy).boolean(t.source_partial).boolean(t.orphan);
+  w.i64(t.granted_at).u64(t.bytes_reported).i64(t.reported_at);
+}
+}  // namespace
+
+std::string encode_snapshot(const Snapshot& s, size_t max_bytes) {
+  size_t left = max_bytes > kSnapshotHeadBytes + 3 * 4 ? max_bytes - kSnapshotHeadBytes - 3 * 4 : 0;
+  bool cut = s.truncated;
+  // Appends one entry to `list` if it fits what is left.
+  auto add = [&](Writer& list, uint32_t& n, const auto& item) {
+    Writer one;
+    put(one, item);
+    if (one.size() > left) return false;
+    left -= one.size();
+    list.raw(one.data().data(), one.size());
+    ++n;
+    return true;
+  };
+  Writer models, holders, transfers;
+  uint32_t nm = 0, nh = 0, nt = 0;
+  for (const ModelView& m : s.models) {
+    if (!add(models, nm, m)) break;
+  }
+  for (TransferView t : s.transfers) {
+    if (t.model >= nm) t.model = TransferView::kNoModel;  // its model did not fit
+    if (!add(transfers, nt, t)) break;
+  }
+  for (const HolderView& h : s.holders) {
+    if (h.model >= nm || !add(holders, nh, h)) break;  // sorted by model: the rest are cut too
+  }
+  cut = cut || nm < s.models.size() || nh < s.holders.size() || nt < s.transfers.size();
+  Writer w;
+  w.i64(s.now).u64(s.clients).u64(s.members).u64(s.leases).u64(s.waiting);
+  w.u64(s.models_total).u64(s.holders_total).u64(s.transfers_total).boolean(cut);
+  w.u32(nm).raw(models.data().data(), models.size());
+  w.u32(nh).raw(holders.data().data(), holders.size());
+  w.u32(nt).raw(transfers.data().data(), transfers.size());
+  return w.take();
+}
+
+Snapshot decode_snapshot(std::string_view payload) {
+  Reader r(payload, kMaxNameBytes);
+  Snapshot s;
+  s.now = r.i64();
+  s.clients = r.u64();
+  s.members = r.u64();
+  s.leases = r.u64();
+  s.waiting = r.u64();
+  s.models_total = r.u64();
+  s.holders_total = r.u64();
+  s.transfers_total = r.u64();
+  s.truncated = r.boolean();
+  for (uint32_t n = r.count(kModelViewBytes); n > 0; --n) {
+    ModelView m;
+    m.name = r.str();
+    m.retain = checked_int(r.u32(), "retain", 0, kMaxShards);
+    m.versions_published = r.u64();
+    m.latest = r.i64();
+    for (uint32_t k = r.count(8); k > 0; --k) m.retained.push_back(r.i64());
+    m.members = r.u32();
+    s.models.push_back(std::move(m));
+  }
+  auto model_index = [&](bool gone_ok) {
+    uint32_t i = r.u32();
+    if (i >= s.models.size() && !(gone_ok && i == TransferView::kNoModel))
+      throw CodecError("model index " + std::to_string(i) + " out of range");
+    return i;
+  };
+  for (uint32_t n = r.count(kHolderViewBytes); n > 0; --n) {
+    HolderView h;
+    h.model = model_index(false);
+    h.version = r.i64();
+    h.shard = checked_int(r.u32(), "shard", 0, kMaxShards);
+    h.num_shards = checked_int(r.u32(), "num_shards", 0, kMaxShards);
+    h.replica = r.str();
+    h.member = r.u64();
+    h.client = r.u64();
+    uint8_t st = r.u8();
+    if (st >= kHoldingCount) throw CodecError("holding state " + std::to_string(st) + " unknown");
+    h.state = static_cast<Holding>(st);
+    h.spot = r.boolean();
+    h.load = checked_int(r.u32(), "load", 0, INT32_MAX);
+    h.bytes_reported = r.u64();
+    h.reported_at = r.i64();
+    s.holders.push_back(std::move(h));
+  }
+  for (uint32_t n = r.count(kTransferViewBytes); n > 0; --n) {
+    TransferView t;
+    t.lease = r.u64();
+    t.model = model_index(true);
+    t.version = r.i64();
+    t.source = r.u64();
+    t.source_replica = r.str();
+    t.source_shard = checked_int(r.u32(), "source shard", -1, kMaxShards);
+    t.reader = r.u64();
+    t.reader_replica = r.str();
+    t.reader_shard = checked_int(r.u32(), "reader shard", -1, kMaxShards);
+    t.from_host_copy = r.boolean();
+    t.source_partial = r.boolean();
+    t.orphan = r.boolean();
+    t.granted_at = r.i64();
+    t.bytes_reported = r.u64();
+    t.reported_at = r.i64();
+    s.transfers.push_back(std::move(t));
+  }
+  r.expect_end();
+  return s;
+}
+
 const char* type_name(MsgType t) {
   switch (t) {
     case MsgType::kHello: return "HELLO";
@@ -266,9 +414,11 @@ const char* type_name(MsgType t) {
     case MsgType::kOffloadDone: return "OFFLOAD_DONE";
     case MsgType::kDescribe: return "DESCRIBE";
     case MsgType::kCancel: return "CANCEL";
+    case MsgType::kInfo: return "INFO";
     case MsgType::kReply: return "REPLY";
     case MsgType::kOffload: return "OFFLOAD";
     case MsgType::kDiscard: return "DISCARD";
+    case MsgType::kSnapshot: return "SNAPSHOT";
   }
   return "UNKNOWN";
 }

@@ -31,12 +31,6 @@ int64_t steady_ms() {
       .count();
 }
 
-// Requests the registry may answer much later: a drain or a busy source lasts as long as a
-// transfer. They wait as long as the registry is alive; the others get request_timeout_ms.
-bool deferrable(MsgType t) {
-  return t == MsgType::kReplicate || t == MsgType::kSourceFailed || t == MsgType::kUnpublish;
-}
-
 // Requests are written in slices; each slice the registry takes counts as a sign of life,
 // so that a long upload is not mistaken for a silent registry.
 constexpr size_t kWriteSlice = 256u << 10;
@@ -79,8 +73,7 @@ struct Connection::Impl {
   int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
   bool next_frame(FrameHeader* h, std::string_view* payload);
   void dispatch(const FrameHeader& h, std::string_view payload);
-  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done,
-             MsgType answer = MsgType::kReply);
+  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done);
   void expire(int64_t now_ms);  // pending requests past their deadline get kTimeout
   int64_t next_deadline();     // the earliest pending deadline (0: none)
   void notify(ConnectionEvent ev, const std::string& why);
@@ -452,8 +445,10 @@ Connection::~Connection() {
 // One request frame; `done` gets its reply or why there is none. Deadlines are checked by
 // the reader thread.
 void Connection::Impl::start(MsgType type, const std::string& payload, int64_t timeout_ms,
-                             std::function<void(RequestResult)> done, MsgType answer) {
-  if (timeout_ms <= 0 && !deferrable(type)) timeout_ms = opts.request_timeout_ms;
+                             std::function<void(RequestResult)> done) {
+  // Requests the registry may answer much later (a drain or a busy source lasts as long as a
+  // transfer) wait as long as the registry is alive; the others get request_timeout_ms.
+  if (timeout_ms <= 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
   {
     std::unique_lock<std::mutex> lk(mu);
@@ -466,7 +461,7 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
     p.done = std::move(done);
     p.deadline_ms = timeout_ms > 0 ? steady_ms() + timeout_ms : 0;
     p.type = type;
-    p.answer = answer;
+    p.answer = answer_to(type);
   }
   try {
     send_frame(type, req, payload);
@@ -523,7 +518,7 @@ std::string Connection::describe(int64_t timeout_ms) {
 sched::Snapshot Connection::snapshot(uint32_t max_entries, int64_t timeout_ms) {
   wait_connected();
   RequestResult r = await_result([&](std::function<void(RequestResult)> done) {
-    impl_->start(MsgType::kInfo, encode_info_request(max_entries), timeout_ms, std::move(done), MsgType::kSnapshot);
+    impl_->start(MsgType::kInfo, encode_info_request(max_entries), timeout_ms, std::move(done));
   });
   if (r.payload.empty()) {  // refused: a REPLY says why
     throw Error(Code::kRegistry, "registry " + address() + " refused INFO: " +

@@ -112,6 +112,12 @@ std::string encode_snapshot(const sched::Snapshot& s, size_t max_bytes = kMaxSna
 sched::Snapshot decode_snapshot(std::string_view payload);
 
 MsgType type_of(const sched::Event& ev);
-const char* type_name(MsgType t);
+const char* type_name(MsgType t);  // "UNKNOWN" for a number no message has
+// A request the registry may answer much later (REPLICATE, SOURCE_FAILED, UNPUBLISH: drains
+// and busy sources last as long as transfers).
+bool may_defer(MsgType t);
+// The frame that answers a request when it succeeds (REPLY; HEARTBEAT's is a HEARTBEAT, INFO's
+// a SNAPSHOT); a refusal is always a REPLY.
+MsgType answer_to(MsgType t);
 
 }  // namespace thub::registry

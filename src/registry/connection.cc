@@ -521,9 +521,9 @@ sched::Snapshot Connection::snapshot(uint32_t max_entries, int64_t timeout_ms) {
     impl_->start(MsgType::kInfo, encode_info_request(max_entries), timeout_ms, std::move(done));
   });
   if (r.payload.empty()) {  // refused: a REPLY says why
-    throw Error(Code::kRegistry, "registry " + address() + " refused INFO: " +
-                                     (r.reply.detail.empty() ? "status " + std::to_string(static_cast<int>(r.reply.status))
-                                                             : r.reply.detail));
+    std::string why = r.reply.detail.empty() ? "status " + std::to_string(static_cast<int>(r.reply.status))
+                                             : r.reply.detail;
+    throw Error(Code::kRegistry, "registry " + address() + " refused INFO: " + why);
   }
   try {
     return decode_snapshot(r.payload);

@@ -53,7 +53,8 @@ constexpr auto kModelViews = wire::list<ModelView>(
     field(&ModelView::retained, I64List{}), field(&ModelView::members, U32{}));
 constexpr auto kHolderViews = wire::list<HolderView>(
     field(&HolderView::model, U32{}), field(&HolderView::version, I64{}),
-    field(&HolderView::shard, Int{0, kMaxShards, "shard"}), field(&HolderView::num_shards, Int{0, kMaxShards, "num_shards"}),
+    field(&HolderView::shard, Int{0, kMaxShards, "shard"}),
+    field(&HolderView::num_shards, Int{0, kMaxShards, "num_shards"}),
     field(&HolderView::replica, Text{}), field(&HolderView::member, U64{}), field(&HolderView::client, U64{}),
     field(&HolderView::state, wire::Enum8<Holding>{kHoldingCount, "holding state"}), field(&HolderView::spot, Bool{}),
     field(&HolderView::load, Int{0, INT32_MAX, "load"}), field(&HolderView::bytes_reported, U64{}),
@@ -62,7 +63,8 @@ constexpr auto kTransferViews = wire::list<TransferView>(
     field(&TransferView::lease, U64{}), field(&TransferView::model, U32{}), field(&TransferView::version, I64{}),
     field(&TransferView::source, U64{}), field(&TransferView::source_replica, Text{}),
     field(&TransferView::source_shard, Int{-1, kMaxShards, "source shard"}), field(&TransferView::reader, U64{}),
-    field(&TransferView::reader_replica, Text{}), field(&TransferView::reader_shard, Int{-1, kMaxShards, "reader shard"}),
+    field(&TransferView::reader_replica, Text{}),
+    field(&TransferView::reader_shard, Int{-1, kMaxShards, "reader shard"}),
     field(&TransferView::from_host_copy, Bool{}), field(&TransferView::source_partial, Bool{}),
     field(&TransferView::orphan, Bool{}), field(&TransferView::granted_at, I64{}),
     field(&TransferView::bytes_reported, U64{}), field(&TransferView::reported_at, I64{}));
@@ -125,8 +127,9 @@ constexpr auto kSchema = std::make_tuple(
         order(MsgType::kSnapshot, "SNAPSHOT", kMaxNameBytes), check_snapshot, field(&Snapshot::now, I64{}),
         field(&Snapshot::clients, U64{}), field(&Snapshot::members, U64{}), field(&Snapshot::leases, U64{}),
         field(&Snapshot::waiting, U64{}), field(&Snapshot::models_total, U64{}), field(&Snapshot::holders_total, U64{}),
-        field(&Snapshot::transfers_total, U64{}), field(&Snapshot::truncated, Bool{}), field(&Snapshot::models, kModelViews),
-        field(&Snapshot::holders, kHolderViews), field(&Snapshot::transfers, kTransferViews)));
+        field(&Snapshot::transfers_total, U64{}), field(&Snapshot::truncated, Bool{}),
+        field(&Snapshot::models, kModelViews), field(&Snapshot::holders, kHolderViews),
+        field(&Snapshot::transfers, kTransferViews)));
 
 using Schema = std::decay_t<decltype(kSchema)>;
 constexpr size_t kEntries = std::tuple_size_v<Schema>;
@@ -145,7 +148,9 @@ static_assert(numbers_unique(std::make_index_sequence<kEntries>{}), "two schema 
 template <class P, size_t... I>
 constexpr int index_of(std::index_sequence<I...>) {
   int found = -1;
-  ((found = found < 0 && std::is_same_v<typename std::tuple_element_t<I, Schema>::Payload, P> ? static_cast<int>(I) : found), ...);
+  ((found = found < 0 && std::is_same_v<typename std::tuple_element_t<I, Schema>::Payload, P> ? static_cast<int>(I)
+                                                                                              : found),
+   ...);
   return found;
 }
 template <class P>
@@ -272,7 +277,9 @@ std::string encode_reply(const Reply& x, size_t max_detail) {
 
 Reply decode_reply(std::string_view payload) { return decode_as<Reply>(payload); }
 
-std::string encode_order(MemberId member, Version version) { return wire::encode(entry<OrderMsg>(), OrderMsg{member, version}); }
+std::string encode_order(MemberId member, Version version) {
+  return wire::encode(entry<OrderMsg>(), OrderMsg{member, version});
+}
 
 void decode_order(std::string_view payload, MemberId* member, Version* version) {
   OrderMsg o = decode_as<OrderMsg>(payload);

@@ -101,8 +101,8 @@ struct Stored {
   }
   void check(const std::string& v) const {
     if (v.size() > limit) {
-      throw LimitError(std::string(what) + " of " + std::to_string(v.size()) + " bytes exceeds the registry's limit of " +
-                       std::to_string(limit) + " bytes");
+      throw LimitError(std::string(what) + " of " + std::to_string(v.size()) +
+                       " bytes exceeds the registry's limit of " + std::to_string(limit) + " bytes");
     }
   }
 };

@@ -179,7 +179,8 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("err_reply_as_request", [pub] { return encode_event(decode_event(MsgType::kReply, 1, 1, pub)); });
   add("err_hello_as_request", [] { return encode_event(decode_event(MsgType::kHello, 1, 1, encode_hello({}))); });
   add("err_describe_as_request", [] { return encode_event(decode_event(MsgType::kDescribe, 1, 1, "")); });
-  add("err_hello_token", [] { return decode_hello(encode_hello(Hello{std::string(kMaxNameBytes + 1, 't'), ""})).token; });
+  add("err_hello_token",
+      [] { return decode_hello(encode_hello(Hello{std::string(kMaxNameBytes + 1, 't'), ""})).token; });
   add("err_hello_short", [] { return decode_hello("\x01\x00").token; });
   add("err_reply_trailing", [r] { return encode_reply(decode_reply(encode_reply(r) + "x")); });
   add("err_reply_bool", [r] {

@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
     }
     chosen.push_back(found);
   }
-  if (registry_flags && opt.registry.address.empty()) return bad("--json, --watch, --count and --max-entries need --registry");
+  if (registry_flags && opt.registry.address.empty()) {
+    return bad("--json, --watch, --count and --max-entries need --registry");
+  }
   if (opt.registry.count > 0 && opt.registry.watch_s <= 0) return bad("--count needs --watch");
   if (registry_flags && chosen.size() > 1) return bad("--json and --watch show the --registry section alone");
   if (chosen.empty()) {

@@ -164,8 +164,12 @@ void print_registry(std::ostream& out, const std::string& address, const Snapsho
   for (uint32_t i = 0; i < s.models.size(); ++i) {
     const sched::ModelView& m = s.models[i];
     out << "\nmodel " << printable(m.name) << ": ";
-    if (m.latest >= 0) out << "latest " << version(m.latest) << " (" << plural(m.versions_published, "version", "versions") << " published)";
-    else out << "nothing published";
+    if (m.latest >= 0) {
+      out << "latest " << version(m.latest) << " (" << plural(m.versions_published, "version", "versions")
+          << " published)";
+    } else {
+      out << "nothing published";
+    }
     out << ", retain " << m.retain;
     if (!m.retained.empty()) {
       out << " (retained:";

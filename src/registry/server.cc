@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -122,6 +123,9 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   positive(static_cast<long long>(opts.read_bytes_per_turn), "read_bytes_per_turn");
   positive(opts.accept_pause_ms, "accept_pause_ms");
   positive(opts.tick_ms, "tick_ms");
+  if (opts.max_snapshot_bytes < 1024 || opts.max_snapshot_bytes > kMaxPayload) {
+    throw Error(Code::kArg, "registry option max_snapshot_bytes must be between 1 KiB and 64 MiB");
+  }
   if (opts.max_output_bytes < opts.output_pause_bytes) {
     throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
   }
@@ -428,6 +432,20 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       r.req = h.req;
       r.detail = describe_server() + reg.describe();
       send_reply(r, kMaxDescribeBytes);
+      return;
+    }
+    if (h.type == MsgType::kInfo) {
+      // Read-only: a query of the state machine, not an event.
+      uint32_t n = decode_info_request(payload);
+      sched::SnapshotLimits lim;
+      if (n > 0) {
+        lim.max_models = std::min(lim.max_models, n);
+        lim.max_holders = std::min(lim.max_holders, n);
+        lim.max_transfers = std::min(lim.max_transfers, n);
+      }
+      sched::Snapshot snap = reg.snapshot(lim);
+      queue(id, "a snapshot",
+            [&] { return encode_frame(MsgType::kSnapshot, h.req, encode_snapshot(snap, opts.max_snapshot_bytes)); });
       return;
     }
     apply(decode_event(h.type, h.req, id, payload));

@@ -156,15 +156,20 @@ class Core {
   bool serves_live(const Member& m, Version v) const;        // may be chosen as a source
   bool serves_offload(const Member& m, Version v) const;
   bool holds(const Member& m, Version v) const { return serves_live(m, v) || serves_offload(m, v); }
+  // Serves v and will hold it completely without anyone's help: complete, a host copy, or a
+  // partial whose chain is grounded (a partial whose source died is not).
+  bool lasting(const Member& m, Version v) const;
+  // Versions some replica with num_shards serves in every shard, lasting (not lost).
   std::vector<Version> available(const std::string& model, int num_shards) const;
-  // Resolves a spec to an absolute version or an error reply status.
+  // Resolves a spec to an absolute version or an error reply status. Relative specs count
+  // only available versions: a lost version is skipped, so "latest" moves on.
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
 
   // ---- source_chooser.cc
+  // A partial source is picked only if its chain is grounded (not through the requester).
   std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;
-  bool reaches(MemberId from, MemberId target) const;  // partial chain from -> ... -> target
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
 

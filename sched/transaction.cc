@@ -71,8 +71,11 @@ void Core::on(const Cancel& e) {
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }
 
-// A partial holder is worth waiting for only if its chain of sources ends at a complete
-// holder without passing through the requester (a stalled chain never completes).
+// A partial holder is worth waiting for (or reading) only if its chain of sources ends at a
+// complete holder without passing through the requester (a stalled chain never completes).
+// A holder that is draining or offloading an intact holding still ends a chain: its readers
+// finish before its buffers are freed. One whose data was found broken, or a partial that
+// gave up, does not.
 bool Core::grounded(MemberId id, MemberId requester) const {
   for (size_t hops = 0; hops <= members_.size(); ++hops) {
     if (id == requester) return false;
@@ -80,6 +83,7 @@ bool Core::grounded(MemberId id, MemberId requester) const {
     if (it == members_.end()) return false;
     const Member& h = it->second;
     if (h.buf == Buf::kHolding) return true;
+    if ((h.buf == Buf::kDraining || h.buf == Buf::kOffloading) && h.intact) return true;
     if (h.buf != Buf::kReceiving) return false;
     auto lit = leases_.find(h.own_lease);
     if (lit == leases_.end()) return false;

@@ -135,6 +135,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
         in_place = {i, static_cast<int>(k)};
     }
   }
+  updating_now_ = in_place.first >= 0 ? actors_[in_place.first].sh[in_place.second].id : 0;
   mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
   // `retain` before the step: an ack decided at a drain's end (deadlines and orphans come
   // first) must not be judged by a member that the same step's Open adds afterwards.
@@ -154,6 +155,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     Shard& t = actors_[in_place.first].sh[in_place.second];
     const auto& u = std::get<Replicate>(ev);
     auto it = t.out.find(u.req);
+    if (it != t.out.end()) it->second.in_place = true;
     if (it == t.out.end() || !it->second.decided || it->second.status == Status::kOk) {
       hide(t.id);
       t.reg_v = -1;

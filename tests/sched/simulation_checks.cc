@@ -285,6 +285,7 @@ void World::on_decided(int i, int s, const Out& out, const Reply& rep) {
     if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
   }
   if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
+  if (rep.status == Status::kVersionLost) check_version_lost(i, s, out, rep);
   if (out.op == Op::kReplicate && rep.status != Status::kOk &&
       rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = sh.v;  // an update in place that failed after the drain: h is served again
@@ -296,6 +297,64 @@ void World::on_decided(int i, int s, const Out& out, const Reply& rep) {
         if (t.x.reading && !t.x.host && t.x.src == sh.id)
           return fail("member " + std::to_string(sh.id) + " granted a new version while " +
                       b.replica + " still reads it (lease " + std::to_string(t.x.lease) + ")");
+}
+
+// kVersionLost is said only when nothing is left to read, and never to a request for the
+// latest (latest-k): those resolve only among versions that are not lost. Single-shard
+// replicas only: a shard of a larger one shares its transaction's answer, decided earlier.
+void World::check_version_lost(int i, int s, const Out& out, const Reply& rep) {
+  Actor& a = actors_[i];
+  const Shard& sh = a.sh[s];
+  if (a.n != 1) return;
+  Version v = -1;
+  if (out.op == Op::kReplicate) {
+    const auto& e = std::get<Replicate>(out.ev);
+    // A requester's own host copy is a holder of the version that it cannot read from.
+    bool own_copies = !sh.host.empty() || !sh.host_reg.empty() || sh.offload_ordered >= 0;
+    // An update in place fixes its version when it begins and is granted after its drain:
+    // the version may be lost meanwhile (the answer then says "still holding").
+    if (e.spec < 0 && !own_copies && !out.in_place)
+      return fail("request " + std::to_string(rep.req) + " of " + a.replica + " for spec " +
+                  std::to_string(e.spec) + " was answered VERSION_LOST: a relative spec resolves only among versions that are not lost");
+    v = e.spec;
+  } else if (out.op == Op::kFailed) {
+    auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
+    if (l == lease_src_.end()) return;
+    v = l->second.v;
+  }
+  if (v < 0) return;
+  // Judged at the moment of the decision (a later answer of the same step may restore a
+  // holding), but after the retention drops of this step: a Publish decided just before
+  // may have dropped a host copy, and a waiter for its version is then told it is lost.
+  // An update in place delivered in this step hides its holding before the waiters are
+  // retried; the view hides it only after the step (unless it was refused at once).
+  sweep_host_copies();
+  std::string who;
+  for_each_registered([&](const Actor& b) {
+    const Shard& t = b.sh[0];
+    if (who.empty() && b.model == a.model && b.n == 1 && t.id != sh.id && t.id != updating_now_ &&
+        complete_holder(t, v))
+      who = b.replica;
+  });
+  if (!who.empty())
+    fail("request " + std::to_string(rep.req) + " of " + a.replica + " was answered VERSION_LOST for v" +
+         std::to_string(v) + " while " + who + " holds it");
+}
+
+// Is `t` receiving v through a chain that ends at a registry-visible complete holder or
+// host copy? (The registry picks a partial source only then.) Hidden holders do not count:
+// where the view cannot tell, the chain counts as broken, which only relaxes the checks.
+bool World::grounded_view(const Shard& t, Version v) {
+  const Shard* p = &t;
+  for (size_t hops = 0; hops <= owner_.size() + 1; ++hops) {
+    if (!(p->st == St::kReceiving && p->v == v && p->x.active)) return false;
+    const Shard* src = reg_view(p->x.src);
+    if (!src || !src->id) return false;
+    if (p->x.host) return src->host_reg.count(v) > 0;
+    if (src->reg_v == v && !suspect_.count(src->id)) return true;
+    p = src;
+  }
+  return false;
 }
 
 void World::check_transaction(int i, int s, const Reply& rep) {
@@ -317,8 +376,8 @@ void World::check_transaction(int i, int s, const Reply& rep) {
   if (src != a.first_src && a.first_src >= 0 && !a.in_place_round) {
     const Actor& fs = actors_[a.first_src];
     const Shard& ps = fs.sh[s];
-    bool serves = ps.reg_v == a.first_v ||
-                  (ps.st == St::kReceiving && ps.v == a.first_v && ps.x.active);
+    // (a partial whose chain no longer ends at a complete holder is not chosen any more)
+    bool serves = ps.reg_v == a.first_v || grounded_view(ps, a.first_v);
     // the planned shard served all along (a member unpublished and re-filled meanwhile
     // counts as vanished: the registry rightly chose anew)
     bool same = s < static_cast<int>(a.first_plan.size()) && a.first_plan[s].first == ps.id &&

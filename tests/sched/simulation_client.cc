@@ -54,6 +54,7 @@ void World::reply(int i, uint64_t session, const Reply& rep) {
     case Op::kFailed:
       if (ok) {
         start_transfer(i, s, rep);
+      } else if (reask_lost(i, s, out.op, rep)) {
       } else if (out.op == Op::kFailed || rep.status == Status::kTransport) {
         cleanup(i, s);
       } else {
@@ -73,12 +74,49 @@ void World::reply(int i, uint64_t session, const Reply& rep) {
     case Op::kUnpublish:
       sh.st = St::kEmpty;
       sh.round_done = true;
+      if (sh.reask_after_unpublish) {
+        sh.reask_after_unpublish = false;
+        reask(i, s, -1);
+      }
       break;
     case Op::kOffloadDone:
     case Op::kClose:
       break;
   }
   progress(i);
+}
+
+// The real client's rule (Model::transfer): a single-shard request for latest or latest-k
+// whose version is lost is asked once more. Lost during the transfer: the partial buffers
+// are given up first (Unpublish), then the spec is resolved again, newer_than -1 (nothing is
+// held any more). Lost at the answer (an update in place: h is still held): asked again as
+// it was.
+bool World::reask_lost(int i, int s, Op op, const Reply& rep) {
+  Actor& a = actors_[i];
+  Shard& sh = a.sh[s];
+  if (rep.status != Status::kVersionLost || a.n != 1 || sh.spec >= 0 || sh.reasked) return false;
+  sh.reasked = true;
+  if (op == Op::kFailed) {
+    sh.reask_after_unpublish = true;
+    cleanup(i, s);
+  } else {
+    reask(i, s, sh.st == St::kHolding ? sh.v : -1);
+  }
+  return true;
+}
+
+void World::reask(int i, int s, Version newer_than) {
+  Actor& a = actors_[i];
+  ++a.round;  // a new resolution: its version may differ from the lost one
+  a.has_first = false;
+  a.in_place_round = newer_than >= 0;
+  a.sh[s].round_decided = false;
+  a.sh[s].round_done = false;
+  RequestId q = next_req();
+  send(i, s, Op::kReplicate,
+       Replicate{a.cid, q, a.sh[s].id, a.sh[s].spec, newer_than, 7 + static_cast<uint64_t>(s),
+                 "live-" + std::to_string(a.sh[s].id)},
+       q);
 }
 
 // After a failed transfer the buffers hold garbage: unpublish (drain chained readers).
@@ -220,6 +258,8 @@ void World::next_phase(int i) {
   a.pending_update = false;
   for (int s = 0; s < a.n; ++s) {
     uint64_t session = a.session;
+    a.sh[s].spec = spec;
+    a.sh[s].reasked = false;
     a.sh[s].sending = true;  // not idle: the next round must not start before this one
     at(static_cast<Time>(r(20)) * kMs, [=] {
       Actor& b = actors_[i];
@@ -246,6 +286,8 @@ void World::update_in_place(int i) {
   Version spec = chance(200) ? -2 : -1;
   for (int s = 0; s < a.n; ++s) {
     a.sh[s].round_decided = false;
+    a.sh[s].spec = spec;
+    a.sh[s].reasked = false;
     a.sh[s].sending = true;
     uint64_t session = a.session;
     at(static_cast<Time>(r(20)) * kMs, [=] {
@@ -310,6 +352,7 @@ void World::join(int i, bool keep) {
     s.reg_v = -1;
     s.round_done = true;
     s.sending = false;
+    s.reask_after_unpublish = false;
   }
   uint64_t epoch = epoch_;
   Event c = Connect{a.cid, a.dc};

@@ -44,6 +44,7 @@ struct Out {
   bool decided = false;  // the registry answered it once (later answers repeat the cache)
   bool delivered = false;  // the registry has seen it (so it is deferred until decided)
   Status status = Status::kOk;  // the decision, once decided
+  bool in_place = false;  // a Replicate the registry took as an update in place
 };
 
 struct Shard {
@@ -61,6 +62,9 @@ struct Shard {
   bool round_done = true;
   bool sending = false;      // a Replicate of this round is scheduled but not yet sent
   bool round_decided = false;  // its Replicate of the current round was answered
+  Version spec = -1;         // the spec of this round's Replicate
+  bool reasked = false;      // a relative spec's version was lost and asked again (once)
+  bool reask_after_unpublish = false;  // ... once the partial buffers are given up
 };
 
 struct Actor {
@@ -138,6 +142,8 @@ class World {
   void zombie_decided(Actor& z, const Reply& rep);
   void on_decided(int i, int s, const Out& out, const Reply& rep);
   void check_transaction(int i, int s, const Reply& rep);
+  void check_version_lost(int i, int s, const Out& out, const Reply& rep);
+  bool grounded_view(const Shard& t, Version v);
   // Every session the registry still knows: current ones, and those of actors that crashed
   // silently and came back as a new client before the registry removed the old one.
   template <class F>
@@ -161,6 +167,8 @@ class World {
   void progress(int i);
   void next_phase(int i);
   void update_in_place(int i);
+  bool reask_lost(int i, int s, Op op, const Reply& rep);
+  void reask(int i, int s, Version newer_than);
   void add_actor();
   int model_shards(const std::string& model);
   void join(int i, bool keep);
@@ -201,6 +209,7 @@ class World {
   };
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
+  MemberId updating_now_ = 0;  // the holder whose update in place this step delivers
   std::map<std::string, int> retain_before_;  // per model, before the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@ const char* buf_name(Buf b);
 struct OffloadCopy {          // a retained version served from host memory
   std::string descriptor;
   bool dropping = false;      // fell out of the retained window; Discard once drained
+  std::set<ClientId> reports; // reader clients that reported it failed (not yet confirmed)
 };
 
 struct Member {
@@ -48,6 +50,12 @@ struct Member {
   RequestId unpublish_req = 0;
   std::map<Version, OffloadCopy> offloaded;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
+  // Failure judgment (transaction.cc). As a source: the reader clients that reported the
+  // current fill of its buffers failed, until confirmed, a reader completes a read of it, or
+  // the buffers are emptied. As a reader: the sources it reported during its current
+  // transfer (and when), which its regrants never pick again.
+  std::set<ClientId> reports;
+  std::map<MemberId, Time> shunned;
 };
 
 struct Lease {
@@ -183,7 +191,8 @@ class Core {
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
   bool will_serve(const Member& h, Version v, MemberId requester) const;
-  bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
+  // One that may serve req (not one that req reported during its current transfer).
+  bool has_holder(const Member& req, Version v, int shard) const;
   bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);
@@ -191,6 +200,13 @@ class Core {
   void leave_transaction(const Member& m);
   void start_transaction(Replica& r, Transaction t);
   void finish_shard(Replica& r, int shard);
+  // A failure report is judged (failure_reports distinct reader clients, or the source's
+  // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
+  void report_failure(const Lease& l, ClientId reporter);
+  void judge_silent();              // reported copies whose client fell silent meanwhile
+  void clear_reports(MemberId source, bool from_offload, Version v);
+  bool silent(ClientId c) const;
+  Time failure_silence() const;
   void mark_failed(MemberId source, bool from_offload, Version v);
   void wake();
 
@@ -225,6 +241,8 @@ class Core {
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
+  // Copies reported failed and not yet judged: (source member, host copy, version).
+  std::set<std::tuple<MemberId, bool, Version>> suspects_;
   std::vector<Pending> pending_;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;

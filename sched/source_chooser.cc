@@ -79,6 +79,7 @@ std::optional<SourcePick> Core::choose_member(const Member& req, Version v) cons
   for (MemberId id : hit->second) {
     const Member& cand = members_.at(id);
     if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
+    if (req.shunned.count(id)) continue;  // it reported this one during this transfer
     auto pick = pick_in(cand, v, req.id);
     if (!pick) continue;
     Key key{clients_.at(cand.client).datacenter != dc, load(id), pick->partial};

@@ -18,6 +18,7 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
+  cfg_.failure_reports = 1 + static_cast<int>(r(3));
   reg_ = std::make_unique<Registry>(cfg_);
 }
 
@@ -87,6 +88,7 @@ void World::retry_later(int i, int s, RequestId req, uint64_t session) {
 
 void World::deliver(const Event& ev, uint64_t epoch) {
   if (epoch != epoch_ || !res_.ok) return;
+  judge_silent_view(ev);
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -103,19 +105,11 @@ void World::deliver(const Event& ev, uint64_t epoch) {
         } else if constexpr (std::is_same_v<E, TransferDone>) {
           if (undecided(e.client, e.req)) held_.erase(e.lease);
         } else if constexpr (std::is_same_v<E, SourceFailed>) {
-          // Only its first delivery marks the source failed: the registry ignores a retry
-          // while the regrant is deferred, and the source may hold something new by then.
+          // Only its first delivery is a report: the registry ignores a retry while the
+          // regrant is deferred, and the source may hold something new by then.
           if (!first_delivery(e.client, e.req)) return;
           held_.erase(e.lease);  // ended at once, even when the regrant is deferred
-          if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
-            const LeaseView& lv = l->second;
-            if (lv.host) {  // the registry drops that host copy, the buffers are not touched
-              if (Shard* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
-            } else {
-              hide(lv.src);
-              failed_.insert(lv.src);  // the registry now counts its data as lost
-            }
-          }
+          reported(e);
         } else if constexpr (std::is_same_v<E, Disconnect>) {
           release_reads(members_of(e.client), 0);
           forget_client(e.client);
@@ -131,7 +125,8 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     int i = current(u->client);
     for (size_t k = 0; k < actors_[i].sh.size(); ++k) {
       const Shard& t = actors_[i].sh[k];
-      if (t.id == u->member && t.st == St::kHolding && t.v == u->newer_than)
+      // (the registry's view: a crashed client's update still arrives, its buffers hold h)
+      if (t.id == u->member && ((t.st == St::kHolding && t.v == u->newer_than) || t.reg_v == u->newer_than))
         in_place = {i, static_cast<int>(k)};
     }
   }
@@ -281,6 +276,10 @@ void World::restart_registry() {
   published_.clear();
   suspect_.clear();
   failed_.clear();
+  failed_host_.clear();
+  last_seen_.clear();
+  reports_.clear();
+  shunned_.clear();
   lease_src_.clear();
   held_.clear();
   for (size_t i = 0; i < actors_.size(); ++i) {

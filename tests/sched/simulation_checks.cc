@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 namespace thub::sched::sim::detail {
 
@@ -137,6 +138,10 @@ void World::check_no_idle_wait() {
           loaded = true;
         }
         auto idle = [&](const Shard& t) { return load[t.id] < cfg_.max_readers_per_source; };
+        // A regrant never goes back to a source its reader reported in this transfer.
+        const std::map<MemberId, Time>* shuns = nullptr;
+        if (auto sh = shunned_.find(a.sh[s].id); out.op == Op::kFailed && sh != shunned_.end())
+          shuns = &sh->second;
         std::string who;
         for_each_registered([&](const Actor& b) {
           if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) return;
@@ -144,7 +149,8 @@ void World::check_no_idle_wait() {
             for (const Shard& t : b.sh)
               if (!complete_holder(t, v) || !idle(t)) return;
             who = b.replica;
-          } else if (complete_holder(b.sh[s], v) && idle(b.sh[s])) {
+          } else if (complete_holder(b.sh[s], v) && idle(b.sh[s]) &&
+                     !(shuns && shuns->count(b.sh[s].id))) {
             who = b.replica;
           }
         });
@@ -228,11 +234,14 @@ void World::zombie_decided(Actor& z, const Reply& rep) {
       lease_src_[rep.lease] =
           LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
       held_[rep.lease] = Held{rep.source, t.id, 0};
+      if (o->second.op == Op::kReplicate) new_fill(t.id);
     }
     if (o->second.op == Op::kReplicate && rep.detail.find("still holding version") != std::string::npos) {
       t.reg_v = t.v;
       suspect_.erase(t.id);
+      new_fill(t.id);
     }
+    if (o->second.op == Op::kDone) done_read(std::get<TransferDone>(o->second.ev).lease, rep);
     if (std::getenv("THUB_SIM_TRACE"))
       std::fprintf(stderr, "t=%lld old session %llu of %s/%llu req %llu op%d -> %d v%lld src %llu\n",
                    static_cast<long long>(now_), static_cast<unsigned long long>(rep.client),
@@ -266,30 +275,48 @@ void World::on_decided(int i, int s, const Out& out, const Reply& rep) {
     published_[a.model].insert(v);
     sh.reg_v = v;
     suspect_.erase(sh.id);
-    failed_.erase(sh.id);
+    new_fill(sh.id);
   }
+  if (out.op == Op::kDone) done_read(std::get<TransferDone>(out.ev).lease, rep);
   if (out.op == Op::kDone && rep.status == Status::kOk) {
     sh.reg_v = rep.version;
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
   }
   if (out.op == Op::kOffloadDone && rep.status == Status::kOk) {
-    sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
+    Version v = std::get<OffloadDone>(out.ev).version;
+    sh.host_reg.insert(v);
     sh.offload_ordered = -1;
+    forget_reports(sh.id, true, v);  // a new copy
+    failed_host_.erase({sh.id, v});
   }
   if ((out.op == Op::kReplicate || out.op == Op::kFailed) && rep.status == Status::kOk) {
     ++res_.grants;
-    lease_src_[rep.lease] =
-        LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+    bool host = rep.source_descriptor.rfind("host-", 0) == 0;
+    // A copy confirmed failed is hidden from everybody until it is filled again.
+    if (host ? failed_host_.count({rep.source, rep.version}) > 0 : failed_.count(rep.source) > 0)
+      return fail("member " + std::to_string(sh.id) + " was granted " + (host ? "the host copy of " : "") +
+                  "member " + std::to_string(rep.source) + ", which was confirmed failed");
+    // The reporter itself never gets a source it reported again in the same transfer.
+    if (out.op == Op::kFailed)
+      if (auto sn = shunned_.find(sh.id); sn != shunned_.end() && sn->second.count(rep.source))
+        return fail("member " + std::to_string(sh.id) + " was granted member " + std::to_string(rep.source) +
+                    " again after reporting it failed in the same transfer");
+    lease_src_[rep.lease] = LeaseView{rep.source, rep.version, host};
     held_[rep.lease] = Held{rep.source, sh.id, 0};
+    if (out.op == Op::kReplicate) new_fill(sh.id);
     if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
   }
   if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
+  if (out.op == Op::kFailed && rep.status == Status::kTransport &&
+      rep.detail.find("only by sources that failed for this reader") != std::string::npos)
+    ++res_.judged_alive;
   if (rep.status == Status::kVersionLost) check_version_lost(i, s, out, rep);
   if (out.op == Op::kReplicate && rep.status != Status::kOk &&
       rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = sh.v;  // an update in place that failed after the drain: h is served again
     suspect_.erase(sh.id);
+    new_fill(sh.id);
   }
   if (out.op == Op::kReplicate && rep.status == Status::kOk)
     for (const Actor& b : actors_)  // the grantee's buffers are overwritten from now on
@@ -341,6 +368,99 @@ void World::check_version_lost(int i, int s, const Out& out, const Reply& rep) {
          std::to_string(v) + " while " + who + " holds it");
 }
 
+// ---- failure judgment, mirrored: sched/transaction.cc (report_failure, judge_silent)
+
+ClientId World::session_of(MemberId m) const {
+  if (auto o = owner_.find(m); o != owner_.end()) {
+    const Actor& a = actors_[o->second.first];
+    if (a.registered && a.sh[o->second.second].id == m) return a.cid;
+  }
+  for (const auto& [cid, z] : zombies_)
+    for (const Shard& t : z.sh)
+      if (t.id == m) return cid;
+  return 0;
+}
+
+bool World::silent_view(ClientId c) const {
+  Time silence = cfg_.failure_silence > 0 ? cfg_.failure_silence : cfg_.heartbeat_timeout / 2;
+  auto it = last_seen_.find(c);
+  return it == last_seen_.end() || now_ - it->second > silence;
+}
+
+// The registry refreshes the sender's deadline clock, then judges every reported copy whose
+// source's client is silent, before it decides anything in the step.
+void World::judge_silent_view(const Event& ev) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (!std::is_same_v<E, Tick> && !std::is_same_v<E, Disconnect>) last_seen_[e.client] = now_;
+      },
+      ev);
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    auto [m, host, v] = it->first;
+    ClientId c = session_of(m);
+    if (c && !silent_view(c)) {
+      ++it;
+      continue;
+    }
+    it = reports_.erase(it);
+    if (c) confirm(m, host, v);
+  }
+}
+
+void World::reported(const SourceFailed& e) {
+  auto l = lease_src_.find(e.lease);
+  if (l == lease_src_.end()) return;
+  const LeaseView lv = l->second;
+  shunned_[e.member].emplace(lv.src, now_);
+  ClientId c = session_of(lv.src);
+  if (!c) return;  // gone: hidden already
+  if (lv.host) {
+    const Shard* t = reg_view(lv.src);
+    if (!t || !t->host_reg.count(lv.v)) return;  // dropped already
+  }
+  ++res_.reports;
+  auto key = std::make_tuple(lv.src, lv.host, lv.v);
+  std::set<ClientId>& reps = reports_[key];
+  reps.insert(e.client);
+  if (static_cast<int>(reps.size()) < cfg_.failure_reports && !silent_view(c)) return;
+  reports_.erase(key);
+  confirm(lv.src, lv.host, lv.v);
+}
+
+void World::confirm(MemberId m, bool host, Version v) {
+  if (std::getenv("THUB_SIM_TRACE"))
+    std::fprintf(stderr, "t=%lld member %llu%s v%lld confirmed failed in the view\n", static_cast<long long>(now_),
+                 static_cast<unsigned long long>(m), host ? " host copy" : "", static_cast<long long>(v));
+  ++res_.confirmed;
+  if (host) {
+    if (Shard* t = reg_view(m)) t->host_reg.erase(v);
+    failed_host_.insert({m, v});
+  } else {
+    hide(m);
+    failed_.insert(m);  // the registry now counts its data as lost
+  }
+}
+
+void World::forget_reports(MemberId m, bool host, Version v) { reports_.erase({m, host, v}); }
+
+void World::new_fill(MemberId m) {
+  for (auto it = reports_.lower_bound({m, false, INT64_MIN}); it != reports_.end() && std::get<0>(it->first) == m &&
+                                                               !std::get<1>(it->first);)
+    it = reports_.erase(it);
+  failed_.erase(m);
+  shunned_.erase(m);
+}
+
+// A TransferDone the registry took with its lease active (answered kOk, or kState because
+// the reader itself was judged failed meanwhile) is a complete read: its source's reports go.
+void World::done_read(LeaseId lease, const Reply& rep) {
+  bool active = rep.status == Status::kOk || rep.detail.rfind("a reader reported", 0) == 0;
+  auto l = lease_src_.find(lease);
+  if (!active || l == lease_src_.end()) return;
+  forget_reports(l->second.src, l->second.host, l->second.v);
+}
+
 // Is `t` receiving v through a chain that ends at a registry-visible complete holder or
 // host copy? (The registry picks a partial source only then.) Hidden holders do not count:
 // where the view cannot tell, the chain counts as broken, which only relaxes the checks.
@@ -366,8 +486,14 @@ void World::check_transaction(int i, int s, const Reply& rep) {
     a.first_v = rep.version;
     a.first_src = src;
     a.first_plan.clear();
-    if (src >= 0)
-      for (const Shard& t : actors_[src].sh) a.first_plan.emplace_back(t.id, hidden_[t.id]);
+    // The source replica's shards in the session that serves (an older session of an actor
+    // that rejoined meanwhile is a zombie the registry still knows).
+    const std::vector<Shard>* plan = src >= 0 ? &actors_[src].sh : nullptr;
+    for (const auto& [cid, z] : zombies_)
+      for (const Shard& t : z.sh)
+        if (t.id == rep.source) plan = &z.sh;
+    if (plan)
+      for (const Shard& t : *plan) a.first_plan.emplace_back(t.id, hidden_[t.id]);
     return;
   }
   if (rep.version != a.first_v)

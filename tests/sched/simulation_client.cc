@@ -96,6 +96,7 @@ bool World::reask_lost(int i, int s, Op op, const Reply& rep) {
   Shard& sh = a.sh[s];
   if (rep.status != Status::kVersionLost || a.n != 1 || sh.spec >= 0 || sh.reasked) return false;
   sh.reasked = true;
+  ++res_.moved_on;
   if (op == Op::kFailed) {
     sh.reask_after_unpublish = true;
     cleanup(i, s);
@@ -135,7 +136,7 @@ void World::start_transfer(int i, int s, const Reply& rep) {
   sh.st = St::kReceiving;
   sh.v = rep.version;
   sh.x = Xfer{true, true, rep.source_descriptor.rfind("host-", 0) == 0, rep.lease, rep.source, 0,
-              rep.version};
+              rep.version, now_};
   auto own = owner_.find(rep.source);
   sh.x.src_gen = own == owner_.end() ? ~0ull : actors_[own->second.first].sh[own->second.second].gen;
   Time d = (1 + static_cast<Time>(r(30))) * kMs;
@@ -165,6 +166,10 @@ void World::finish_transfer(int i, int s, uint64_t session, LeaseId lease) {
   Shard& sh = a.sh[s];
   if (!sh.x.active || sh.x.lease != lease) return;
   int st = source_state(sh.x);
+  // Reader-side failures of a healthy source: the reader gives up on a partial source that
+  // has kept it waiting (its stall watchdog), or its own link breaks (2% of reads).
+  if (st == 0 && now_ - sh.x.started > 600 * kMs) st = -1;
+  if (st == 1 && !quiet_ && chance(20)) st = -1;
   if (st == 0) {
     at(5 * kMs, [=] { finish_transfer(i, s, session, lease); });  // chained on a partial
     return;

@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct Xfer {
   MemberId src = 0;
   uint64_t src_gen = 0;
   Version v = -1;
+  Time started = 0;          // the grant arrived (a stall watchdog on partial sources)
 };
 
 struct Out {
@@ -144,6 +146,15 @@ class World {
   void check_transaction(int i, int s, const Reply& rep);
   void check_version_lost(int i, int s, const Out& out, const Reply& rep);
   bool grounded_view(const Shard& t, Version v);
+  // Failure judgment as the registry does it (from what was delivered and decided):
+  ClientId session_of(MemberId m) const;  // the registry-known session holding member m, or 0
+  bool silent_view(ClientId c) const;
+  void judge_silent_view(const Event& ev);  // before each step: touch, then judge silence
+  void reported(const SourceFailed& e);     // a SourceFailed the registry processes
+  void confirm(MemberId m, bool host, Version v);
+  void forget_reports(MemberId m, bool host, Version v);
+  void new_fill(MemberId m);                // the member's buffers start a new fill
+  void done_read(LeaseId lease, const Reply& rep);  // a TransferDone decided
   // Every session the registry still knows: current ones, and those of actors that crashed
   // silently and came back as a new client before the registry removed the old one.
   template <class F>
@@ -196,7 +207,13 @@ class World {
   std::map<std::string, int> shards_;
   std::set<MemberId> suspect_;
   std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
-  std::set<MemberId> failed_;  // named by a delivered SourceFailed
+  std::set<MemberId> failed_;  // live buffers confirmed failed (until their next fill)
+  std::set<std::pair<MemberId, Version>> failed_host_;  // host copies confirmed failed
+  std::map<ClientId, Time> last_seen_;  // the registry's deadline clock of each client
+  // Reader clients that reported a copy failed, not yet judged: (source, host copy, version).
+  std::map<std::tuple<MemberId, bool, Version>, std::set<ClientId>> reports_;
+  // Sources each reader member reported during its current transfer (and when).
+  std::map<MemberId, std::map<MemberId, Time>> shunned_;
   struct LeaseView {
     MemberId src = 0;
     Version v = -1;

@@ -157,6 +157,7 @@ class MemberMachine {
     uint32_t fill = 0;
     bool retried = false;     // resent once after the registry came back
     bool cancel = false;      // THUB_Cancel asked
+    bool moved_on = false;    // its version was lost and the spec resolved once more
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;
   };
@@ -170,6 +171,7 @@ class MemberMachine {
   void on(const OpUnpublish& e);
   void on(const OpClose& e);
   void on(const OpCancel& e);
+  bool move_on(Code code);
   void on(const RegistryReply& e);
   void on(const RegistryNoReply& e);
   void on(const RegistryLost& e);

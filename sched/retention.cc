@@ -52,6 +52,7 @@ void Core::check_drain(Member& m) {
     index(m);
     out_.emplace_back(Offload{m.client, m.id, m.version});
   } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
+    clear_reports(m.id, false, m.version);  // the next fill starts unreported
     unindex(m);
     m.buf = Buf::kEmpty;
     m.version = -1;
@@ -71,6 +72,7 @@ void Core::check_drain(Member& m) {
       }
     if (it->second.dropping && !read) {
       out_.emplace_back(Discard{m.client, m.id, it->first});
+      suspects_.erase({m.id, true, it->first});
       it = m.offloaded.erase(it);
     } else {
       ++it;
@@ -101,7 +103,8 @@ void Core::on(const OffloadDone& e) {
   if (m->buf != Buf::kOffloading || m->version != e.version)
     return reply_err(e.client, e.req, Status::kState, "no offload of this version was asked");
   unindex(*m);
-  m->offloaded[e.version] = OffloadCopy{e.descriptor, false};
+  suspects_.erase({m->id, true, e.version});  // a new copy starts unreported
+  m->offloaded[e.version] = OffloadCopy{e.descriptor, false, {}};
   m->buf = Buf::kDraining;
   index(*m);
   reply(make_reply(e.client, e.req));

@@ -16,7 +16,10 @@ void World::feed(int i, int s, const MachineEvent& ev) {
   if (!res_.ok) return;
   Actor& a = actors_[i];
   if (!a.alive || s >= static_cast<int>(a.sh.size()) || !a.sh[s].m) return;
-  execute(i, s, a.sh[s].m->step(ev));
+  const uint64_t moved_on = a.sh[s].m->counters().moved_on;
+  std::vector<MachineAction> actions = a.sh[s].m->step(ev);
+  res_.moved_on += a.sh[s].m->counters().moved_on - moved_on;
+  execute(i, s, std::move(actions));
 }
 
 void World::execute(int i, int s, std::vector<MachineAction> actions) {

@@ -73,7 +73,8 @@ struct Connection::Impl {
   int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
   bool next_frame(FrameHeader* h, std::string_view* payload);
   void dispatch(const FrameHeader& h, std::string_view payload);
-  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done);
+  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done,
+             uint64_t for_generation = Connection::kAnyGeneration);
   void expire(int64_t now_ms);  // pending requests past their deadline get kTimeout
   int64_t next_deadline();     // the earliest pending deadline (0: none)
   void notify(ConnectionEvent ev, const std::string& why);
@@ -445,7 +446,7 @@ Connection::~Connection() {
 // One request frame; `done` gets its reply or why there is none. Deadlines are checked by
 // the reader thread.
 void Connection::Impl::start(MsgType type, const std::string& payload, int64_t timeout_ms,
-                             std::function<void(RequestResult)> done) {
+                             std::function<void(RequestResult)> done, uint64_t for_generation) {
   // Requests the registry may answer much later (a drain or a busy source lasts as long as a
   // transfer) wait as long as the registry is alive; the others get request_timeout_ms.
   if (timeout_ms <= 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
@@ -454,6 +455,12 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
     std::unique_lock<std::mutex> lk(mu);
     if (state != State::kConnected || stop) {
       std::string why = "not connected to a registry (last: " + address + (lost_why.empty() ? "" : ", " + lost_why) + ")";
+      lk.unlock();
+      return done(RequestResult{Code::kRegistry, {}, why});
+    }
+    if (for_generation != Connection::kAnyGeneration && for_generation != generation) {
+      std::string why = "meant for an earlier registry (generation " + std::to_string(for_generation) + "; " +
+                        address + " answers now as generation " + std::to_string(generation) + ")";
       lk.unlock();
       return done(RequestResult{Code::kRegistry, {}, why});
     }
@@ -479,13 +486,14 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
   if (timeout_ms > 0) wake();  // the reader sees the new deadline (it may sleep up to a second)
 }
 
-void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done) {
+void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done,
+                      uint64_t for_generation) {
   try {
     check_limits(ev);  // the registry would refuse it; say so without sending 63 MiB
   } catch (const LimitError& e) {
     return done(RequestResult{Code::kArg, {}, std::string(type_name(type_of(ev))) + ": " + e.what()});
   }
-  impl_->start(type_of(ev), encode_event(ev), timeout_ms, std::move(done));
+  impl_->start(type_of(ev), encode_event(ev), timeout_ms, std::move(done), for_generation);
 }
 
 namespace {

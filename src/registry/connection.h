@@ -76,7 +76,12 @@ class Connection {
   // connection's reader thread (replies, timeouts, a lost connection) or on the caller's (a
   // request that could not be sent: not connected, over the limits). It must not block.
   // Does not wait out a reconnection: then it fails at once with kRegistry.
-  void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done);
+  // With `for_generation` set, the request is refused (kRegistry) unless the connection is
+  // still at that generation: a request with member ids of an earlier registry never reaches
+  // the next one.
+  static constexpr uint64_t kAnyGeneration = ~uint64_t{0};
+  void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done,
+            uint64_t for_generation = kAnyGeneration);
   // The registry's state as text (debugging).
   std::string describe(int64_t timeout_ms = 5000);
   // The registry's state as values, at most `max_entries` models, holders and transfers each

@@ -48,6 +48,8 @@ struct Member {
   bool intact = false;        // kDraining: the buffers still hold `version` completely (a
                               // holding given up by Unpublish or an update, not a failed or
                               // partial one): retention may still offload it
+  bool offload_failed = false;  // its host copy of `version` could not be made (OffloadDone
+                                // with no descriptor): retention asks it no more until emptied
   RequestId unpublish_req = 0;
   // kReceiving: the bytes the reader held when it last said so (0 at a first grant, a
   // SourceFailed's resume point since) and when. For introspection only; decides nothing.

@@ -105,7 +105,8 @@ struct Unpublish {    // reply deferred until no lease on this member is active 
   RequestId req;
   MemberId member;
 };
-struct OffloadDone {  // retention: the member now serves `version` from host memory
+struct OffloadDone {  // retention: the member now serves `version` from host memory (an empty
+                      // descriptor: the copy could not be made; the drain goes on without it)
   ClientId client;
   RequestId req;
   MemberId member;

@@ -589,7 +589,13 @@ void MemberMachine::on(const OffloadOrdered& e) {
 }
 
 void MemberMachine::on(const HostCopyMade& e) {
-  if (!e.ok) return;  // the registry keeps waiting; the unpublish completes once readers are gone
+  if (!e.ok) {
+    // Told with an empty descriptor: the registry drains us without a copy (it would otherwise
+    // wait for an OffloadDone that never comes, and our unpublish with it). A registry that
+    // went away meanwhile ordered nothing the next one waits for.
+    if (up_ && member_ != 0) send(Purpose::kOffloadDone, sched::OffloadDone{0, 0, member_, e.version, ""});
+    return;
+  }
   if (!up_ || member_ == 0) {
     out_.emplace_back(DropHostCopy{e.version});
     return;

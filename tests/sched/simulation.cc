@@ -19,7 +19,6 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
   strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
   timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
-  offload_failures_ = std::getenv("THUB_SIM_OFFLOAD_FAILURES") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
@@ -149,6 +148,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     hello_.erase(con->client);
   }
   if (std::holds_alternative<Heartbeat>(ev)) echo(c);  // the server answers every heartbeat
+  forget_models();
   sweep_host_copies();
   check_reader_limit();
   check_no_idle_wait();

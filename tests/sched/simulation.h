@@ -24,6 +24,7 @@ struct SimResult {
   uint64_t confirmed = 0;     // copies judged failed (by reports or silence)
   uint64_t judged_alive = 0;  // reporters told their reported sources still stand (kTransport)
   uint64_t moved_on = 0;      // relative requests asked again after their version was lost
+  uint64_t copy_failures = 0; // host copies that could not be made (OffloadDone without one)
 };
 
 // Runs one seeded schedule: `steps` workload steps of 10 ms with faults, then a quiet phase

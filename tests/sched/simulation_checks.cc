@@ -36,6 +36,21 @@ bool World::retained_now(const std::string& model, Version v) const {
   return false;
 }
 
+// The registry forgets a model whose last member is forgotten (Close, client removal), and
+// with it the versions published (a new job may start the numbers again): retention then
+// counts only what is published after (seed 7859 with THUB_SIM_OFFLOAD_FAILURES=1: the view
+// kept v7 of a forgotten model and dropped the host copy of the newest v6 that the registry
+// rightly kept).
+void World::forget_models() {
+  for (auto it = published_.begin(); it != published_.end();) {
+    bool open = false;
+    for (const auto& [cid, ss] : sessions_)
+      if (actor_of(ss).name == it->first)
+        for (const ShardView& t : ss.sh) open = open || t.id != 0;
+    it = open ? std::next(it) : published_.erase(it);
+  }
+}
+
 void World::sweep_host_copies() {
   for (auto& [cid, ss] : sessions_) {
     const std::string& model = actor_of(ss).name;
@@ -259,6 +274,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     Version v = std::get<Publish>(out.ev).version;
     published_[a.name].insert(v);
     sh.reg_v = v;
+    sh.copy_failed = -1;
     suspect_.erase(sh.id);
     new_fill(sh.id);
   }
@@ -268,7 +284,10 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
   }
-  if (out.op == Op::kOffloadDone && ok) {
+  if (out.op == Op::kOffloadDone && ok && std::get<OffloadDone>(out.ev).descriptor.empty()) {
+    sh.offload_ordered = -1;  // no copy: the drain goes on without one
+    sh.copy_failed = std::get<OffloadDone>(out.ev).version;
+  } else if (out.op == Op::kOffloadDone && ok) {
     Version v = std::get<OffloadDone>(out.ev).version;
     sh.host_reg.insert(v);
     sh.offload_ordered = -1;
@@ -291,7 +310,10 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     if (out.op == Op::kReplicate && read_by_lease(sh.id, false, -1))
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     held_[rep.lease] = Held{rep.source, sh.id, 0};
-    if (out.op == Op::kReplicate) new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new
+    if (out.op == Op::kReplicate) {
+      new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new
+      sh.copy_failed = -1;
+    }
     // (A single shard has no transaction to share; it may ask twice in a round: moved on.)
     if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && !skewed(c)) check_transaction(c, s, rep);
   }
@@ -355,6 +377,8 @@ void World::check_unpublish_ack(ClientId c, int s) {
   Version v = sh.unpub_v;
   // (Not when a reader reported its copy failed: the version was lost by that, not by this.)
   if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id) || failed_host_.count({sh.id, v})) return;
+  // (Nor when its host copy could not be made: the registry had no copy to keep.)
+  if (sh.copy_failed == v) return;
   // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
   // decided with a value between before and after; only the smaller one is sure.
   int k = std::min(model_retain(a.name), retain_before_[a.name]);

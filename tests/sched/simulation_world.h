@@ -61,6 +61,8 @@ struct ShardView {       // one member of a session, as the registry sees it
   Version unpub_v = -1;        // reg_v when its Unpublish was first delivered
   std::set<Version> host_reg;  // host copies (OffloadDone accepted)
   Version offload_ordered = -1;  // Offload ordered, OffloadDone not yet taken
+  Version copy_failed = -1;      // its host copy of this version could not be made (OffloadDone
+                                 // without a descriptor): its unpublish may lose the version
   bool round_decided = true;   // its Replicate of the session's transaction round was answered
 };
 
@@ -270,6 +272,7 @@ class World {
   bool retained_now(const std::string& model, Version v) const;
   int model_retain(const std::string& model) const;
   void sweep_host_copies();
+  void forget_models();
   std::set<MemberId> members_of(ClientId c) const;
   void release_reads(const std::set<MemberId>& readers, Time until);
   std::map<MemberId, int> outside_load(bool with_reservations);
@@ -307,7 +310,6 @@ class World {
   bool strict_ = false;  // THUB_SIM_STRICT: no check is exempted for a skewed session
   // Faults off by default, each of which shows a known open finding (docs/sched.md):
   bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
-  bool offload_failures_ = false;  // THUB_SIM_OFFLOAD_FAILURES: some host copies fail
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
   // A skewed session's stale transaction also keeps source slots of its model reserved,

@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""Tables and plot of bench/netlab/run-elastic.sh's JSON lines.
+
+  elastic_report.py --in docs/figures/elastic.jsonl [--doc docs/elastic.md]
+                    [--section elastic-results] [--png docs/figures/elastic.png]
+
+Without --doc the tables go to stdout. The plot needs matplotlib (Debian: python3-matplotlib);
+without it the tables are still written and the plot is skipped with a message.
+"""
+import argparse
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+
+MODE_NAMES = {
+    "pipeline": "TensorHub (pipeline)",
+    "relay": "relay: complete holders only (pipeline=false)",
+    "p2p": "point-to-point from the trainer",
+    "mpi": "Open MPI best tuned (re-launched per phase)",
+}
+MODE_ORDER = ["pipeline", "relay", "p2p", "mpi"]
+COLORS = {"pipeline": "tab:red", "relay": "tab:green", "p2p": "tab:blue", "mpi": "tab:purple"}
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    pos = q * (len(xs) - 1)
+    i = int(pos)
+    return xs[i] + (pos - i) * (xs[i + 1] - xs[i]) if i + 1 < len(xs) else xs[-1]
+
+
+def median(xs):
+    return quantile(xs, 0.5)
+
+
+def fmt(x, nd=2):
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    print(f"elastic_report: skipping a bad line: {line[:80]}", file=sys.stderr)
+    return rows
+
+
+def parse_schedule(spec):
+    """[(target, steps, churn)] of 'N[xS][kC],...'."""
+    out = []
+    for ph in spec.split(","):
+        m = re.fullmatch(r"(\d+)((?:[xk]\d+)*)", ph)
+        if not m:
+            continue
+        steps = churn = None
+        for what, v in re.findall(r"([xk])(\d+)", m.group(2)):
+            if what == "x":
+                steps = int(v)
+            else:
+                churn = int(v)
+        out.append((int(m.group(1)), steps or 1, churn or 0))
+    return out
+
+
+class Data:
+    def __init__(self, rows):
+        self.machine = next((r for r in rows if r.get("bench") == "machine"), {})
+        self.end = next((r for r in rows if r.get("bench") == "end"), {})
+        self.runs = {r["mode"]: r for r in rows if r.get("bench") == "thub_elastic_run"}
+        self.errors = [r for r in rows if r.get("bench") == "thub_elastic_error"]
+        self.steps = defaultdict(dict)  # mode -> step -> step line (last rep wins; reps are pooled below)
+        self.step_lines = defaultdict(list)
+        self.roll = defaultdict(list)  # mode -> rollout lines
+        for r in rows:
+            b = r.get("bench")
+            if b == "thub_elastic_step":
+                self.steps[r["mode"]][r["step"]] = r
+                self.step_lines[r["mode"]].append(r)
+            elif b == "thub_elastic":
+                self.roll[r["mode"]].append(r)
+        run = next(iter(self.runs.values()), {})
+        self.schedule = run.get("schedule", "")
+        self.ideal = run.get("ideal_s", 0.0)
+        self.bytes = run.get("bytes", 0)
+        self.train_s = run.get("train_s", 0.0)
+        self.nsteps = run.get("steps", 0)
+        self.mpi = self._mpi(rows)
+
+    def _mpi(self, rows):
+        """Best tuned Open MPI variant per phase: per step its per-rank latencies and root time."""
+        phases = defaultdict(list)
+        for r in rows:
+            if r.get("bench") == "mpi_bcast" and "elastic_phase" in r and r.get("check") == "ok":
+                phases[r["elastic_phase"]].append(r)
+        sched = parse_schedule(self.schedule)
+        first_step, s = {}, 1
+        for i, (_, steps, _) in enumerate(sched, 1):
+            first_step[i] = s
+            s += steps
+        out = {"steps": {}, "phases": {}}
+        for ph, variants in sorted(phases.items()):
+            best = min(variants, key=lambda r: r["median_s"])
+            out["phases"][ph] = {"best": best, "variants": variants, "first_step": first_step.get(ph, 0)}
+            for i, ranks in enumerate(best.get("rank_times_s", [])):
+                step = first_step.get(ph, 0) + i
+                out["steps"][step] = {"lat": ranks[1:], "root": ranks[0], "n": best["rollouts"],
+                                      "setup_s": best.get("setup_s") if i == 0 else None,
+                                      "method": best["method"]}
+        return out
+
+    def modes(self):
+        ms = [m for m in MODE_ORDER if m in self.steps]
+        if self.mpi["steps"]:
+            ms.append("mpi")
+        return ms
+
+    def step_latencies(self, mode, step):
+        if mode == "mpi":
+            st = self.mpi["steps"].get(step)
+            return st["lat"] if st else []
+        return [r["latency_s"] for r in self.roll[mode] if r["step"] == step and r["event"] == "done"]
+
+    def all_latencies(self, mode):
+        if mode == "mpi":
+            return [x for st in self.mpi["steps"].values() for x in st["lat"]]
+        return [r["latency_s"] for r in self.roll[mode] if r["event"] == "done"]
+
+    def trainer_stall(self, mode, step):
+        if mode == "mpi":
+            st = self.mpi["steps"].get(step)
+            return st["root"] if st else None
+        s = self.steps[mode].get(step)
+        return s["trainer_stall_s"] if s else None
+
+
+def tables(d):
+    out = []
+    m = d.machine
+    out.append(
+        f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory', '?')}, {m.get('kernel', '?')}, "
+        f"UCX {m.get('ucx', '?')}; {m.get('date', '?')}, commit {m.get('commit', '?')}, load average "
+        f"{m.get('loadavg_start', '?')} at the start, {d.end.get('loadavg_end', '?')} at the end, "
+        f"{d.end.get('seconds', '?')} s in all.")
+    busy = [s["machine_busy"] for ls in d.step_lines.values() for s in ls]
+    if busy:
+        out[-1] += f" The machine's CPUs were {100 * median(busy):.0f} % busy (median over the steps; everyone's work)."
+    out.append("")
+    out.append(f"Command: `{m.get('command', 'bench/netlab/run-elastic.sh')}`")
+    out.append("")
+    out.append(
+        f"Schedule `{d.schedule}` ({d.nsteps} steps), S = {d.bytes / 2**20:.0f} MiB, links {m.get('rate', '?')}, "
+        f"ideal S/R = {d.ideal:.3f} s, trainer compute per step {d.train_s:.3f} s. Update latency = from the trainer's "
+        "THUB_Publish to the rollout holding the version (Open MPI: each rank's time in MPI_Bcast). Step stall = "
+        "the step's largest update latency (every rollout waits for the last, as in a synchronous RL step). "
+        "Trainer stall = time in THUB_Publish + THUB_Unpublish (Open MPI: the root's time in MPI_Bcast).")
+    out.append("")
+    modes = d.modes()
+    # Per membership size.
+    out.append("#### Per membership size (rollouts holding each version), all steps of that size")
+    out.append("")
+    out.append("| N | mode | steps | updates | median (s) | p90 (s) | max (s) | median / ideal | step stall, median (s) "
+               "| trainer stall, median (ms) | killed |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sizes = sorted({s["target"] for ls in d.step_lines.values() for s in ls} |
+                   {v["n"] for v in d.mpi["steps"].values()})
+    for n in sizes:
+        for mode in modes:
+            if mode == "mpi":
+                steps = [k for k, v in d.mpi["steps"].items() if v["n"] == n]
+                killed = 0
+            else:
+                steps = [s["step"] for s in d.step_lines[mode] if s["target"] == n]
+                killed = sum(s["killed"] for s in d.step_lines[mode] if s["target"] == n)
+            if not steps:
+                continue
+            lat = [x for k in steps for x in d.step_latencies(mode, k)]
+            stall = [max(d.step_latencies(mode, k)) for k in steps if d.step_latencies(mode, k)]
+            tst = [d.trainer_stall(mode, k) for k in steps if d.trainer_stall(mode, k) is not None]
+            out.append(f"| {n} | {MODE_NAMES[mode]} | {len(steps)} | {len(lat)} | {fmt(median(lat))} | "
+                       f"{fmt(quantile(lat, 0.9))} | {fmt(max(lat) if lat else None)} | "
+                       f"{fmt(median(lat) / d.ideal if d.ideal else None)} | {fmt(median(stall))} | "
+                       f"{fmt(1e3 * median(tst), 1) if tst else '–'} | {killed if mode != 'mpi' else '–'} |")
+    out.append("")
+    # Per step.
+    out.append("#### Per step: update latency median / p90 / max (s), trainer stall (ms)")
+    out.append("")
+    head = "| step | rollouts (joined, killed) |"
+    sep = "|---:|---|"
+    for mode in modes:
+        head += f" {MODE_NAMES[mode]} | stall |"
+        sep += "---|---:|"
+    out.append(head)
+    out.append(sep)
+    ref = d.steps.get("pipeline") or next(iter(d.steps.values()), {})
+    for k in range(1, d.nsteps + 1):
+        s = ref.get(k)
+        who = f"{s['done']} ({'+' + str(s['joined']) if s['joined'] else '0'}, {s['killed']})" if s else "–"
+        row = f"| {k} | {who} |"
+        for mode in modes:
+            lat = d.step_latencies(mode, k)
+            t = d.trainer_stall(mode, k)
+            cell = f"{fmt(median(lat))} / {fmt(quantile(lat, 0.9))} / {fmt(max(lat))}" if lat else "–"
+            row += f" {cell} | {fmt(1e3 * t, 1) if t is not None else '–'} |"
+        out.append(row)
+    out.append("")
+    # Open MPI's re-creation.
+    if d.mpi["phases"]:
+        out.append("#### Open MPI: a new job per membership (its tuned variants, median broadcast in s)")
+        out.append("")
+        names = sorted({v["method"] for p in d.mpi["phases"].values() for v in p["variants"]})
+        out.append("| phase | N | " + " | ".join(n.replace("mpi_tuned_", "") for n in names) +
+                   " | best | setup_s: mpirun -> MPI_Init done (s) | mpirun wall - broadcasts (s) |")
+        out.append("|---:|---:|" + "---:|" * len(names) + "---|---:|---:|")
+        for ph, p in sorted(d.mpi["phases"].items()):
+            b = p["best"]
+            by = {v["method"]: v for v in p["variants"]}
+            cells = " | ".join(fmt(by[n]["median_s"]) if n in by else "–" for n in names)
+            over = b.get("wall_s", 0) - sum(b.get("times_s", []))
+            out.append(f"| {ph} | {b['rollouts']} | {cells} | {b['method'].replace('mpi_tuned_', '')} | "
+                       f"{fmt(b.get('setup_s'))} | {fmt(over)} |")
+        out.append("")
+    # Checks.
+    out.append("#### Checks")
+    out.append("")
+    out.append("| mode | updates done | right version and bytes | killed mid-transfer (held at death) | kills that "
+               "came too late | failed | lost | rollouts that lost a source | retention offloads | joins: start -> "
+               "READY, median (s) |")
+    out.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for mode in [m for m in MODE_ORDER if m in d.roll]:
+        rs = d.roll[mode]
+        done = [r for r in rs if r["event"] == "done"]
+        ok = sum(r.get("check") == "ok" and r.get("got") == r["version"] for r in done)
+        killed = [r for r in rs if r["event"] == "killed"]
+        held = [r["held_fraction"] for r in killed if "held_fraction" in r]
+        hs = f"{len(killed)} ({min(held):.2f}-{max(held):.2f})" if held else str(len(killed))
+        late = sum(bool(r.get("kill_missed")) for r in done)
+        failed = sum(r["event"] == "failed" for r in rs)
+        lost = sum(r["event"] == "lost" for r in rs)
+        sf = sum(r.get("source_failures", 0) > 0 for r in done)
+        offl = sum(s.get("offloads", 0) for s in d.step_lines[mode])
+        joins = [r["join_s"] for r in rs if r.get("new")]
+        out.append(f"| {MODE_NAMES[mode]} | {len(done)} | {ok} | {hs} | {late} | {failed} | {lost} | {sf} | {offl} | "
+                   f"{fmt(median(joins))} |")
+    for e in d.errors:
+        out.append("")
+        out.append(f"Run failed: {json.dumps(e)}")
+    out.append("")
+    return "\n".join(out)
+
+
+def plot(d, png):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("elastic_report: matplotlib not installed (python3-matplotlib): no plot", file=sys.stderr)
+        return
+    modes = d.modes()
+    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    # (a) CDF over every (step, rollout) update.
+    a = ax[0][0]
+    for mode in modes:
+        xs = sorted(d.all_latencies(mode))
+        if xs:
+            a.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", color=COLORS[mode],
+                   label=f"{MODE_NAMES[mode]} (n={len(xs)})")
+    if d.ideal:
+        a.axvline(d.ideal, color="gray", ls=":", label="ideal S/R")
+    a.set_xlabel("update latency per rollout and step (s)")
+    a.set_ylabel("CDF")
+    a.set_title("(a) weight-update latency, all steps")
+    a.legend(fontsize=8, loc="lower right")
+    a.grid(alpha=0.3)
+    # (b) per-step stall over the run, membership shaded.
+    b = ax[0][1]
+    ref = d.steps.get("pipeline") or next(iter(d.steps.values()), {})
+    ks = list(range(1, d.nsteps + 1))
+    b2 = b.twinx()
+    b2.bar(ks, [ref[k]["members"] if k in ref else 0 for k in ks], color="0.85", width=0.9, label="rollouts at publish")
+    b2.set_ylabel("rollouts (gray)")
+    b.set_zorder(b2.get_zorder() + 1)
+    b.patch.set_visible(False)
+    for mode in modes:
+        ys = [max(d.step_latencies(mode, k)) if d.step_latencies(mode, k) else float("nan") for k in ks]
+        b.plot(ks, ys, "o-", color=COLORS[mode], label=MODE_NAMES[mode])
+    if d.ideal:
+        b.axhline(d.ideal, color="gray", ls=":")
+    b.set_xlabel("training step")
+    b.set_ylabel("step stall: slowest update (s)")
+    b.set_title("(b) per-step stall as rollouts join and leave")
+    b.legend(fontsize=8, loc="upper left")
+    b.grid(alpha=0.3)
+    # (c) step stall against the number of rollouts.
+    c = ax[1][0]
+    for mode in modes:
+        pts = []
+        for k in ks:
+            lat = d.step_latencies(mode, k)
+            if not lat:
+                continue
+            n = d.mpi["steps"][k]["n"] if mode == "mpi" else d.steps[mode][k]["target"]
+            pts.append((n, max(lat)))
+        if pts:
+            c.scatter([p[0] for p in pts], [p[1] for p in pts], color=COLORS[mode], label=MODE_NAMES[mode], alpha=0.7)
+            ns = sorted({p[0] for p in pts})
+            c.plot(ns, [median([p[1] for p in pts if p[0] == n]) for n in ns], color=COLORS[mode], alpha=0.6)
+    if d.ideal:
+        c.axhline(d.ideal, color="gray", ls=":", label="ideal S/R")
+    c.set_xlabel("rollouts holding the version (N)")
+    c.set_ylabel("step stall: slowest update (s)")
+    c.set_title("(c) per-step stall vs rollouts")
+    c.legend(fontsize=8)
+    c.grid(alpha=0.3)
+    # (d) trainer stall against the number of rollouts.
+    e = ax[1][1]
+    for mode in modes:
+        pts = []
+        for k in ks:
+            t = d.trainer_stall(mode, k)
+            if t is None:
+                continue
+            n = d.mpi["steps"][k]["n"] if mode == "mpi" else d.steps[mode][k]["target"]
+            pts.append((n, max(t, 1e-4)))
+        if pts:
+            e.scatter([p[0] for p in pts], [p[1] for p in pts], color=COLORS[mode], label=MODE_NAMES[mode], alpha=0.7)
+    e.set_yscale("log")
+    e.set_xlabel("rollouts holding the version (N)")
+    e.set_ylabel("trainer stall per step (s, log)")
+    e.set_title("(d) trainer stall: time in TensorHub calls (MPI: root in MPI_Bcast)")
+    e.legend(fontsize=8)
+    e.grid(alpha=0.3, which="both")
+    m = d.machine
+    fig.suptitle(f"Elastic rollouts, schedule {d.schedule}, S = {d.bytes / 2**20:.0f} MiB, links {m.get('rate', '?')}, "
+                 f"{m.get('date', '')} ({m.get('cores', '?')} shared cores, load {m.get('loadavg_start', '?')})",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"elastic_report: wrote {png}", file=sys.stderr)
+
+
+def write_doc(path, section, text):
+    begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
+    try:
+        doc = open(path).read()
+    except FileNotFoundError:
+        doc = ""
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + begin + "\n" + text + end + doc[doc.index(end) + len(end):]
+    else:
+        doc += f"\n{begin}\n{text}{end}\n"
+    open(path, "w").write(doc)
+    print(f"elastic_report: wrote section {section} of {path}", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", required=True)
+    ap.add_argument("--doc")
+    ap.add_argument("--section", default="elastic-results")
+    ap.add_argument("--png")
+    a = ap.parse_args()
+    d = Data(load(a.inp))
+    if not d.steps and not d.mpi["steps"]:
+        print("elastic_report: no results in " + a.inp, file=sys.stderr)
+        return 1
+    text = tables(d)
+    if a.doc:
+        write_doc(a.doc, a.section, text)
+    else:
+        print(text)
+    if a.png:
+        plot(d, a.png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

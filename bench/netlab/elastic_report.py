@@ -168,18 +168,21 @@ def tables(d):
     out.append("#### Per membership size (rollouts holding each version), all steps of that size")
     out.append("")
     out.append("| N | mode | steps | updates | median (s) | p90 (s) | max (s) | median / ideal | step stall, median (s) "
-               "| trainer stall, median (ms) | killed |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| trainer stall, median (ms) | killed | rollout CPU s/GB |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     sizes = sorted({s["target"] for ls in d.step_lines.values() for s in ls} |
                    {v["n"] for v in d.mpi["steps"].values()})
     for n in sizes:
         for mode in modes:
+            cpu = []
             if mode == "mpi":
                 steps = [k for k, v in d.mpi["steps"].items() if v["n"] == n]
                 killed = 0
             else:
                 steps = [s["step"] for s in d.step_lines[mode] if s["target"] == n]
                 killed = sum(s["killed"] for s in d.step_lines[mode] if s["target"] == n)
+                cpu = [r["cpu_s"] / (d.bytes / 1e9) for r in d.roll[mode]
+                       if r["event"] == "done" and r["step"] in steps and "cpu_s" in r]
             if not steps:
                 continue
             lat = [x for k in steps for x in d.step_latencies(mode, k)]
@@ -188,7 +191,8 @@ def tables(d):
             out.append(f"| {n} | {MODE_NAMES[mode]} | {len(steps)} | {len(lat)} | {fmt(median(lat))} | "
                        f"{fmt(quantile(lat, 0.9))} | {fmt(max(lat) if lat else None)} | "
                        f"{fmt(median(lat) / d.ideal if d.ideal else None)} | {fmt(median(stall))} | "
-                       f"{fmt(1e3 * median(tst), 1) if tst else '–'} | {killed if mode != 'mpi' else '–'} |")
+                       f"{fmt(1e3 * median(tst), 1) if tst else '–'} | {killed if mode != 'mpi' else '–'} | "
+                       f"{fmt(median(cpu)) if cpu else '–'} |")
     out.append("")
     # Per step.
     out.append("#### Per step: update latency median / p90 / max (s), trainer stall (ms)")
@@ -209,6 +213,8 @@ def tables(d):
             lat = d.step_latencies(mode, k)
             t = d.trainer_stall(mode, k)
             cell = f"{fmt(median(lat))} / {fmt(quantile(lat, 0.9))} / {fmt(max(lat))}" if lat else "–"
+            if mode == "mpi" and lat and d.mpi["steps"][k].get("setup_s") is not None:
+                cell += f" (new job: + {fmt(d.mpi['steps'][k]['setup_s'])} setup)"
             row += f" {cell} | {fmt(1e3 * t, 1) if t is not None else '–'} |"
         out.append(row)
     out.append("")
@@ -293,6 +299,11 @@ def plot(d, png):
     for mode in modes:
         ys = [max(d.step_latencies(mode, k)) if d.step_latencies(mode, k) else float("nan") for k in ks]
         b.plot(ks, ys, "o-", color=COLORS[mode], label=MODE_NAMES[mode])
+        if mode == "mpi":  # a new job per phase: its first broadcast waits for mpirun + MPI_Init too
+            firsts = [(k, y + d.mpi["steps"][k]["setup_s"]) for k, y in zip(ks, ys)
+                      if k in d.mpi["steps"] and d.mpi["steps"][k].get("setup_s") is not None]
+            b.plot([f[0] for f in firsts], [f[1] for f in firsts], "o", mfc="none", color=COLORS[mode],
+                   label="Open MPI + job start (mpirun -> MPI_Init)")
     if d.ideal:
         b.axhline(d.ideal, color="gray", ls=":")
     b.set_xlabel("training step")

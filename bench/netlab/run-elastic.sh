@@ -9,7 +9,7 @@
 #       [--schedule "2x3,8x3,4x3,12x3"] [--standalone 2] [--modes "pipeline relay p2p"]
 #       [--train-s X] [--seed 1] [--kill-range 0.2:0.8] [--verify true|false] [--reps 1]
 #       [--mpi-tuned "pipeline:256K chain:1M" | --no-mpi] [--build build]
-#       [--out docs/figures/elastic.jsonl] [--doc docs/elastic.md] [--no-report] [--smoke]
+#       [--out docs/figures/elastic.jsonl] [--tag T] [--doc docs/elastic.md] [--no-report] [--smoke]
 #
 # One lab (tools/netlab/netlab.sh run) of 1 + the most rollouts a step has: host 0 the trainer
 # (embedded registry), every rollout a process of its own in a host of its own, each host's
@@ -28,7 +28,8 @@
 # its re-creation cost. A rank that dies kills an MPI job, so MPI has no preemptions.
 # Writes JSON lines to --out (a machine line first), then bench/netlab/elastic_report.py
 # puts the tables into --doc (between BEGIN/END elastic-results markers) and draws the PNG
-# beside --out (same name, .png). --smoke: a tiny model, 2 steps (one join, one kill), modes
+# beside --out (same name, .png). --tag T: docs/figures/elastic-T.jsonl and .png, section
+# elastic-results-T (another configuration beside the main one). --smoke: a tiny model, 2 steps (one join, one kill), modes
 # pipeline and p2p, no MPI, no report (what CTest NetlabElastic runs).
 set -euo pipefail
 
@@ -41,7 +42,7 @@ MPIRUN_NETLAB=$ROOT/tools/netlab/mpirun-in-netlab.sh
 RATE=500mbit BYTES=128M TENSORS=4 SCHEDULE="2x3,8x3,4x3,12x3" STANDALONE=2 MODES="pipeline relay p2p"
 TRAIN_S= SEED=1 KILL_RANGE=0.2:0.8 VERIFY=true REPS=1 MPI_TUNED="pipeline:256K chain:1M" MPI=1
 BUILD=$ROOT/build OUT= DOC=$ROOT/docs/elastic.md REPORT=1 SMOKE=0 SECTION=elastic-results
-COMMAND="bench/netlab/run-elastic.sh $*"
+COMMAND="bench/netlab/run-elastic.sh $*" TAG=
 
 die() { echo "run-elastic: $*" >&2; exit 2; }
 log() { echo "run-elastic: $*" >&2; }
@@ -70,8 +71,8 @@ if [[ ${1:-} == --inner ]]; then
       --schedule "$SCHEDULE" --bytes "$BYTES" --tensors "$TENSORS" --standalone "$STANDALONE" \
       ${TRAIN_S:+--train-s "$TRAIN_S"} --seed "$SEED" --kill-range "$KILL_RANGE" --mode "$mode" \
       --registry-port "$port" --control-port $((port + 1)) --launcher "$NETLAB" --log-dir "$logdir" \
-      --out "$OUT" "${info[@]}" --rollout-info "verify=$VERIFY" 2>"$logdir/trainer.err" | sed 's/^/  /' >&2 ||
-      rc=$?
+      --out "$OUT" "${info[@]}" --rollout-info "verify=$VERIFY" 2>"$logdir/trainer.err" |
+      sed -e '/UCX  WARN .* was not returned to mpool/d' -e 's/^/  /' >&2 || rc=$?
     if ((rc != 0)); then
       failures=$((failures + 1))
       log "$mode (rep $rep) failed (exit $rc); logs kept in $logdir:"
@@ -163,6 +164,7 @@ while [[ $# -gt 0 ]]; do
     --out)        OUT=$(readlink -m "${2:?}"); shift 2 ;;
     --doc)        DOC=$(readlink -m "${2:?}"); shift 2 ;;
     --section)    SECTION=${2:?}; shift 2 ;;
+    --tag)        TAG=${2:?}; shift 2 ;;
     --no-report)  REPORT=0; shift ;;
     --smoke)      SMOKE=1; shift ;;
     -h|--help)    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$SELF" >&2; exit 2 ;;
@@ -186,7 +188,9 @@ fi
 HOSTS=$("$BUILD/bench/netlab/thub_elastic" --role trainer --schedule "$SCHEDULE" --standalone "$STANDALONE" --print-hosts) ||
   die "bad --schedule '$SCHEDULE'"
 
-[[ -n $OUT ]] || OUT=$ROOT/docs/figures/elastic.jsonl
+[[ $TAG =~ ^[A-Za-z0-9._-]*$ ]] || die "--tag: letters, digits, '.', '_' and '-' only"
+[[ -n $TAG ]] && SECTION=$SECTION-$TAG
+[[ -n $OUT ]] || OUT=$ROOT/docs/figures/elastic${TAG:+-$TAG}.jsonl
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 PY=python3 # Debian's python3-matplotlib is for /usr/bin/python3 (another python3 may come first)

@@ -5,7 +5,7 @@
  *   thub_elastic --role trainer --listen IP --schedule SPEC [--bytes S] [--tensors T]
  *                [--standalone K] [--train-s X] [--mode LABEL] [--out FILE] [--log-dir DIR]
  *                [--launcher NETLAB_SH] [--seed N] [--kill-range LO:HI] [--proc-timeout S]
- *                [--registry-port P] [--control-port Q] [--info K=V]... [--rollout-info K=V]...
+ *                [--registry-port P] [--control-port Q] [--info K=V]... [--rollout-info K=V]... [--rep R]
  *   thub_elastic --role trainer --schedule SPEC --print-hosts     (hosts the schedule needs)
  *   thub_elastic --role rollout --trainer IP:Q --index I [--spot] [--info K=V]...
  *
@@ -54,7 +54,7 @@
 #define MAX_TENSORS 64
 
 struct options {
-  int trainer, print_hosts, spot, index, tensors, standalone, registry_port, control_port, proc_timeout;
+  int trainer, print_hosts, spot, index, rep, tensors, standalone, registry_port, control_port, proc_timeout;
   uint64_t bytes;
   double train_s, kill_lo, kill_hi;
   unsigned long long seed;
@@ -67,7 +67,7 @@ static void usage(FILE *f) {
   fputs("usage: thub_elastic --role trainer --listen IP --schedule SPEC [--bytes S] [--tensors T]\n"
         "         [--standalone K] [--train-s X] [--mode LABEL] [--out FILE] [--log-dir DIR]\n"
         "         [--launcher NETLAB_SH] [--seed N] [--kill-range LO:HI] [--proc-timeout S]\n"
-        "         [--registry-port P] [--control-port Q] [--info K=V]... [--rollout-info K=V]...\n"
+        "         [--registry-port P] [--control-port Q] [--info K=V]... [--rollout-info K=V]... [--rep R]\n"
         "       thub_elastic --role trainer --schedule SPEC --print-hosts\n"
         "       thub_elastic --role rollout --trainer IP:Q --index I [--spot] [--info K=V]...\n"
         "  SPEC: N[xS][kC],... e.g. 2x3,8x3,4x3,12x3 (see the comment at the top of elastic.c)\n",
@@ -78,7 +78,7 @@ static void usage(FILE *f) {
 
 static void parse_options(int argc, char **argv, struct options *o) {
   enum { O_ROLE = 256, O_LISTEN, O_SCHED, O_STANDALONE, O_TRAIN, O_MODE, O_OUT, O_LOGDIR, O_LAUNCHER, O_SEED,
-         O_KILL, O_PTMO, O_RPORT, O_CPORT, O_INFO, O_RINFO, O_PRINT, O_TRAINER, O_INDEX, O_SPOT };
+         O_KILL, O_PTMO, O_RPORT, O_CPORT, O_INFO, O_RINFO, O_PRINT, O_TRAINER, O_INDEX, O_SPOT, O_REP };
   static const struct option lo[] = {
       {"role", 1, 0, O_ROLE},         {"listen", 1, 0, O_LISTEN},       {"schedule", 1, 0, O_SCHED},
       {"bytes", 1, 0, 'b'},           {"tensors", 1, 0, 't'},           {"standalone", 1, 0, O_STANDALONE},
@@ -87,7 +87,8 @@ static void parse_options(int argc, char **argv, struct options *o) {
       {"kill-range", 1, 0, O_KILL},   {"proc-timeout", 1, 0, O_PTMO},   {"registry-port", 1, 0, O_RPORT},
       {"control-port", 1, 0, O_CPORT}, {"info", 1, 0, O_INFO},          {"rollout-info", 1, 0, O_RINFO},
       {"print-hosts", 0, 0, O_PRINT}, {"trainer", 1, 0, O_TRAINER},     {"index", 1, 0, O_INDEX},
-      {"spot", 0, 0, O_SPOT},         {"help", 0, 0, 'h'},              {0, 0, 0, 0}};
+      {"spot", 0, 0, O_SPOT},         {"rep", 1, 0, O_REP},             {"help", 0, 0, 'h'},
+      {0, 0, 0, 0}};
   int c, bad = 0, role = 0;
   char *end;
   memset(o, 0, sizeof *o);
@@ -101,6 +102,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
   o->proc_timeout = 1800;
   o->mode = "pipeline";
   o->index = -1;
+  o->rep = 1;
   while (!bad && (c = getopt_long(argc, argv, "b:t:h", lo, NULL)) != -1) {
     switch (c) {
       case O_ROLE: role = 1, o->trainer = strcmp(optarg, "trainer") == 0, bad = !o->trainer && strcmp(optarg, "rollout"); break;
@@ -135,6 +137,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
       case O_TRAINER: o->trainer_addr = optarg; break;
       case O_INDEX: bad = parse_int(optarg, 0, MAX_PROCS - 1, &o->index); break;
       case O_SPOT: o->spot = 1; break;
+      case O_REP: bad = parse_int(optarg, 1, 1000000, &o->rep); break;
       case 'h': usage(stdout); exit(0);
       default: bad = 1;
     }
@@ -557,9 +560,9 @@ static void on_line(struct proc *p, const char *line, int64_t v) {
 static void write_rollout_line(struct trainer *T, int step, int64_t v, const struct proc *p, double t0, int members) {
   FILE *f = T->out;
   fprintf(f,
-          "{\"bench\":\"thub_elastic\",\"mode\":\"%s\",\"step\":%d,\"version\":%" PRId64 ",\"rollout\":%d,\"host\":%d,"
+          "{\"bench\":\"thub_elastic\",\"mode\":\"%s\",\"rep\":%d,\"step\":%d,\"version\":%" PRId64 ",\"rollout\":%d,\"host\":%d,"
           "\"spot\":%s,\"members\":%d,\"joined_step\":%d,\"new\":%s,\"join_s\":%.4f,\"event\":\"%s\"",
-          T->o->mode, step, v, p->index, p->host, p->spot ? "true" : "false", members, p->joined_step,
+          T->o->mode, T->o->rep, step, v, p->index, p->host, p->spot ? "true" : "false", members, p->joined_step,
           p->steps_as_member == 1 ? "true" : "false", p->steps_as_member == 1 ? p->join_s : 0.0, outcome_name[p->out]);
   if (p->out == O_DONE || p->out == O_FAILED)
     fprintf(f, ",\"latency_s\":%.6f,\"update_s\":%.6f,\"go_s\":%.6f", p->t_end - t0, p->t_end - p->t_go, p->t_go - t0);
@@ -643,10 +646,10 @@ static int trainer_main(const struct options *o) {
   THUB_Model m = open_shard(ctx, "trainer", &s, "1", 0);
   T.lfd = tcp_listen(o->listen_ip, o->control_port, MAX_HOSTS);
 
-  fprintf(T.out, "{\"bench\":\"thub_elastic_run\",\"mode\":\"%s\",\"schedule\":\"%s\",\"steps\":%d,\"bytes\":%" PRIu64
+  fprintf(T.out, "{\"bench\":\"thub_elastic_run\",\"mode\":\"%s\",\"rep\":%d,\"schedule\":\"%s\",\"steps\":%d,\"bytes\":%" PRIu64
                  ",\"tensors\":%d,\"standalone\":%d,\"train_s\":%.4f,\"link_bps\":%.0f,\"ideal_s\":%.6f,\"hosts\":%d,"
                  "\"seed\":%llu,\"kill_range\":[%.3f,%.3f],\"info\":[",
-          o->mode, o->schedule, nsteps, o->bytes, o->tensors, o->standalone, train_s, rate, ideal, hosts, o->seed,
+          o->mode, o->rep, o->schedule, nsteps, o->bytes, o->tensors, o->standalone, train_s, rate, ideal, hosts, o->seed,
           o->kill_lo, o->kill_hi);
   for (int i = 0; i < o->ninfo; i++) fprintf(T.out, "%s\"%s\"", i ? "," : "", o->info_kv[i]);
   fputs("],\"rollout_info\":[", T.out);
@@ -771,18 +774,18 @@ static int trainer_main(const struct options *o) {
     double med = quantile(lat, nd, 0.5), p90 = quantile(lat, nd, 0.9), mx = nd ? lat[nd - 1] : 0;
     double busy = tot1 > tot0 ? (b1 - b0) / (tot1 - tot0) : 0;
     fprintf(T.out,
-            "{\"bench\":\"thub_elastic_step\",\"mode\":\"%s\",\"step\":%d,\"version\":%" PRId64 ",\"target\":%d,"
+            "{\"bench\":\"thub_elastic_step\",\"mode\":\"%s\",\"rep\":%d,\"step\":%d,\"version\":%" PRId64 ",\"target\":%d,"
             "\"members\":%d,\"joined\":%d,\"killed\":%d,\"done\":%d,\"failed\":%d,\"lost\":%d,\"bad\":%d,"
             "\"join_wall_s\":%.4f,\"fill_s\":%.4f,\"publish_s\":%.6f,\"unpublish_s\":%.6f,\"trainer_stall_s\":%.6f,"
             "\"train_s\":%.4f,\"step_s\":%.4f,\"offloads\":%" PRId64 ",\"trainer_cpu_s\":%.4f,\"lat_median_s\":%.6f,"
             "\"lat_p90_s\":%.6f,\"lat_max_s\":%.6f,\"ideal_s\":%.6f,\"machine_busy\":%.3f,\"loadavg_1m\":%.2f}\n",
-            o->mode, k + 1, v, plan[k].target, members, joins, nkilled, nd, nfail, nlost, nbad, join_wall, fill_s,
+            o->mode, o->rep, k + 1, v, plan[k].target, members, joins, nkilled, nd, nfail, nlost, nbad, join_wall, fill_s,
             publish_s, unpublish_s, publish_s + unpublish_s, train_s, step_s, offloads, trainer_cpu, med, p90, mx, ideal,
             busy, loadavg1());
     fflush(T.out);
-    printf("%s step %2d: %2d members (+%d, -%d killed), %2d done: update latency median %.3f p90 %.3f max %.3f s%s; "
-           "trainer stall %.1f ms (publish %.1f + unpublish %.1f); busy %.0f%%%s\n",
-           o->mode, k + 1, members, joins, nkilled, nd, med, p90, mx, ideal > 0 ? "" : "", 1e3 * (publish_s + unpublish_s),
+    printf("%s step %2d: %2d members (+%d, -%d killed), %2d done: update latency median %.3f p90 %.3f max %.3f s "
+           "(%.2fx S/R); trainer stall %.1f ms (publish %.1f + unpublish %.1f); busy %.0f%%%s\n",
+           o->mode, k + 1, members, joins, nkilled, nd, med, p90, mx, ideal > 0 ? mx / ideal : 0, 1e3 * (publish_s + unpublish_s),
            1e3 * publish_s, 1e3 * unpublish_s, 100 * busy, nfail + nlost + nbad ? " ERRORS" : "");
     fflush(stdout);
   }
@@ -790,8 +793,8 @@ static int trainer_main(const struct options *o) {
   trainer_quit(&T);
   check_thub(ctx, "THUB_Close", THUB_Close(&m));
   check_thub(ctx, "THUB_Finalize", THUB_Finalize(&ctx));
-  fprintf(T.out, "{\"bench\":\"thub_elastic_end\",\"mode\":\"%s\",\"steps\":%d,\"rollout_processes\":%d,\"errors\":%d}\n",
-          o->mode, nsteps, T.nprocs, errors);
+  fprintf(T.out, "{\"bench\":\"thub_elastic_end\",\"mode\":\"%s\",\"rep\":%d,\"steps\":%d,\"rollout_processes\":%d,\"errors\":%d}\n",
+          o->mode, o->rep, nsteps, T.nprocs, errors);
   if (T.out != stdout) fclose(T.out);
   close(T.lfd);
   return errors ? 1 : 0;

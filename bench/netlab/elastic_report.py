@@ -71,167 +71,186 @@ def parse_schedule(spec):
     return out
 
 
+def plan_of(spec):
+    """step -> rollouts that hold the version at its end (N), from 'N[xS][kC],...'."""
+    out, k = {}, 1
+    for target, steps, _ in parse_schedule(spec):
+        for _ in range(steps):
+            out[k] = target
+            k += 1
+    return out
+
+
 class Data:
+    """The run's lines, keyed by (mode, repetition, step); mode "mpi" is Open MPI's best
+    tuned variant of each job (phase)."""
+
     def __init__(self, rows):
         self.machine = next((r for r in rows if r.get("bench") == "machine"), {})
         self.end = next((r for r in rows if r.get("bench") == "end"), {})
-        self.runs = {r["mode"]: r for r in rows if r.get("bench") == "thub_elastic_run"}
         self.errors = [r for r in rows if r.get("bench") == "thub_elastic_error"]
-        self.steps = defaultdict(dict)  # mode -> step -> step line (last rep wins; reps are pooled below)
-        self.step_lines = defaultdict(list)
-        self.roll = defaultdict(list)  # mode -> rollout lines
+        self.step_lines = defaultdict(list)  # mode -> step lines, every repetition
+        self.roll = defaultdict(list)  # mode -> rollout lines, every repetition
         for r in rows:
             b = r.get("bench")
             if b == "thub_elastic_step":
-                self.steps[r["mode"]][r["step"]] = r
                 self.step_lines[r["mode"]].append(r)
             elif b == "thub_elastic":
                 self.roll[r["mode"]].append(r)
-        run = next(iter(self.runs.values()), {})
+        run = next((r for r in rows if r.get("bench") == "thub_elastic_run"), {})
         self.schedule = run.get("schedule", "")
         self.ideal = run.get("ideal_s", 0.0)
         self.bytes = run.get("bytes", 0)
         self.train_s = run.get("train_s", 0.0)
         self.nsteps = run.get("steps", 0)
-        self.mpi = self._mpi(rows)
+        self.plan = plan_of(self.schedule)
+        self.members = {}  # step -> rollouts at publish (the same in every mode and repetition)
+        for ls in self.step_lines.values():
+            for s in ls:
+                self.members.setdefault(s["step"], s["members"])
+        self.lat = defaultdict(list)  # (mode, rep, step) -> update latencies
+        self.tstall = {}  # (mode, rep, step) -> trainer stall
+        for mode, rs in self.roll.items():
+            for r in rs:
+                if r["event"] == "done":
+                    self.lat[(mode, r.get("rep", 1), r["step"])].append(r["latency_s"])
+        for mode, ls in self.step_lines.items():
+            for s in ls:
+                self.tstall[(mode, s.get("rep", 1), s["step"])] = s["trainer_stall_s"]
+        self.mpi_phases = self._mpi(rows)
 
     def _mpi(self, rows):
-        """Best tuned Open MPI variant per phase: per step its per-rank latencies and root time."""
-        phases = defaultdict(list)
+        jobs = defaultdict(list)
         for r in rows:
             if r.get("bench") == "mpi_bcast" and "elastic_phase" in r and r.get("check") == "ok":
-                phases[r["elastic_phase"]].append(r)
-        sched = parse_schedule(self.schedule)
-        first_step, s = {}, 1
-        for i, (_, steps, _) in enumerate(sched, 1):
-            first_step[i] = s
-            s += steps
-        out = {"steps": {}, "phases": {}}
-        for ph, variants in sorted(phases.items()):
+                jobs[(r.get("rep", 1), r["elastic_phase"])].append(r)
+        first_step, k = {}, 1
+        for i, (_, steps, _) in enumerate(parse_schedule(self.schedule), 1):
+            first_step[i] = k
+            k += steps
+        phases = {}
+        self.mpi_setup = {}  # (rep, step) -> setup_s of the job that starts at that step
+        for (rep, ph), variants in sorted(jobs.items()):
             best = min(variants, key=lambda r: r["median_s"])
-            out["phases"][ph] = {"best": best, "variants": variants, "first_step": first_step.get(ph, 0)}
+            phases[(rep, ph)] = {"best": best, "variants": variants}
             for i, ranks in enumerate(best.get("rank_times_s", [])):
                 step = first_step.get(ph, 0) + i
-                out["steps"][step] = {"lat": ranks[1:], "root": ranks[0], "n": best["rollouts"],
-                                      "setup_s": best.get("setup_s") if i == 0 else None,
-                                      "method": best["method"]}
-        return out
+                self.lat[("mpi", rep, step)] = ranks[1:]
+                self.tstall[("mpi", rep, step)] = ranks[0]
+                if i == 0 and best.get("setup_s") is not None:
+                    self.mpi_setup[(rep, step)] = best["setup_s"]
+        return phases
 
     def modes(self):
-        ms = [m for m in MODE_ORDER if m in self.steps]
-        if self.mpi["steps"]:
-            ms.append("mpi")
-        return ms
+        present = {m for (m, _, _) in self.lat} | set(self.step_lines)
+        return [m for m in MODE_ORDER if m in present]
 
-    def step_latencies(self, mode, step):
-        if mode == "mpi":
-            st = self.mpi["steps"].get(step)
-            return st["lat"] if st else []
-        return [r["latency_s"] for r in self.roll[mode] if r["step"] == step and r["event"] == "done"]
+    def reps(self, mode):
+        return sorted({r for (m, r, _) in self.lat if m == mode})
 
-    def all_latencies(self, mode):
-        if mode == "mpi":
-            return [x for st in self.mpi["steps"].values() for x in st["lat"]]
-        return [r["latency_s"] for r in self.roll[mode] if r["event"] == "done"]
+    def latencies(self, mode, steps=None):
+        """Every update latency of `mode` (in `steps`), all repetitions."""
+        return [x for (m, _, k), v in self.lat.items() if m == mode and (steps is None or k in steps) for x in v]
 
-    def trainer_stall(self, mode, step):
-        if mode == "mpi":
-            st = self.mpi["steps"].get(step)
-            return st["root"] if st else None
-        s = self.steps[mode].get(step)
-        return s["trainer_stall_s"] if s else None
+    def step_stalls(self, mode, step):
+        """The step's largest update latency, one per repetition."""
+        return [max(v) for (m, _, k), v in self.lat.items() if m == mode and k == step and v]
+
+    def trainer_stalls(self, mode, step):
+        return [t for (m, _, k), t in self.tstall.items() if m == mode and k == step]
 
 
 def tables(d):
     out = []
     m = d.machine
+    modes = d.modes()
     out.append(
         f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory', '?')}, {m.get('kernel', '?')}, "
         f"UCX {m.get('ucx', '?')}; {m.get('date', '?')}, commit {m.get('commit', '?')}, load average "
         f"{m.get('loadavg_start', '?')} at the start, {d.end.get('loadavg_end', '?')} at the end, "
         f"{d.end.get('seconds', '?')} s in all.")
     busy = [s["machine_busy"] for ls in d.step_lines.values() for s in ls]
+    loads = [s["loadavg_1m"] for ls in d.step_lines.values() for s in ls]
     if busy:
-        out[-1] += f" The machine's CPUs were {100 * median(busy):.0f} % busy (median over the steps; everyone's work)."
+        out[-1] += (f" The machine's CPUs were {100 * median(busy):.0f} % busy (median over the steps, everyone's work; "
+                    f"1-minute load average {min(loads):.1f}-{max(loads):.1f} during the steps).")
     out.append("")
     out.append(f"Command: `{m.get('command', 'bench/netlab/run-elastic.sh')}`")
     out.append("")
     out.append(
-        f"Schedule `{d.schedule}` ({d.nsteps} steps), S = {d.bytes / 2**20:.0f} MiB, links {m.get('rate', '?')}, "
+        f"Schedule `{d.schedule}` ({d.nsteps} steps, {max((len(d.reps(x)) for x in modes), default=0)} "
+        f"repetition(s) of each mode), S = {d.bytes / 2**20:.0f} MiB, links {m.get('rate', '?')}, "
         f"ideal S/R = {d.ideal:.3f} s, trainer compute per step {d.train_s:.3f} s. Update latency = from the trainer's "
         "THUB_Publish to the rollout holding the version (Open MPI: each rank's time in MPI_Bcast). Step stall = "
         "the step's largest update latency (every rollout waits for the last, as in a synchronous RL step). "
         "Trainer stall = time in THUB_Publish + THUB_Unpublish (Open MPI: the root's time in MPI_Bcast).")
     out.append("")
-    modes = d.modes()
     # Per membership size.
     out.append("#### Per membership size (rollouts holding each version), all steps of that size")
     out.append("")
-    out.append("| N | mode | steps | updates | median (s) | p90 (s) | max (s) | median / ideal | step stall, median (s) "
+    out.append("| N | mode | steps (x reps) | updates | median (s) | p90 (s) | max (s) | median / ideal | step stall, median (s) "
                "| trainer stall, median (ms) | killed | rollout CPU s/GB |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    sizes = sorted({s["target"] for ls in d.step_lines.values() for s in ls} |
-                   {v["n"] for v in d.mpi["steps"].values()})
+    sizes = sorted(set(d.plan.values()))
     for n in sizes:
+        steps = [k for k, t in d.plan.items() if t == n]
         for mode in modes:
-            cpu = []
-            if mode == "mpi":
-                steps = [k for k, v in d.mpi["steps"].items() if v["n"] == n]
-                killed = 0
-            else:
-                steps = [s["step"] for s in d.step_lines[mode] if s["target"] == n]
-                killed = sum(s["killed"] for s in d.step_lines[mode] if s["target"] == n)
-                cpu = [r["cpu_s"] / (d.bytes / 1e9) for r in d.roll[mode]
-                       if r["event"] == "done" and r["step"] in steps and "cpu_s" in r]
-            if not steps:
+            lat = d.latencies(mode, steps)
+            if not lat:
                 continue
-            lat = [x for k in steps for x in d.step_latencies(mode, k)]
-            stall = [max(d.step_latencies(mode, k)) for k in steps if d.step_latencies(mode, k)]
-            tst = [d.trainer_stall(mode, k) for k in steps if d.trainer_stall(mode, k) is not None]
-            out.append(f"| {n} | {MODE_NAMES[mode]} | {len(steps)} | {len(lat)} | {fmt(median(lat))} | "
-                       f"{fmt(quantile(lat, 0.9))} | {fmt(max(lat) if lat else None)} | "
+            stall = [x for k in steps for x in d.step_stalls(mode, k)]
+            tst = [x for k in steps for x in d.trainer_stalls(mode, k)]
+            killed = sum(s["killed"] for s in d.step_lines.get(mode, []) if s["step"] in steps)
+            cpu = [r["cpu_s"] / (d.bytes / 1e9) for r in d.roll.get(mode, [])
+                   if r["event"] == "done" and r["step"] in steps and "cpu_s" in r]
+            out.append(f"| {n} | {MODE_NAMES[mode]} | {len(stall)} | {len(lat)} | {fmt(median(lat))} | "
+                       f"{fmt(quantile(lat, 0.9))} | {fmt(max(lat))} | "
                        f"{fmt(median(lat) / d.ideal if d.ideal else None)} | {fmt(median(stall))} | "
                        f"{fmt(1e3 * median(tst), 1) if tst else '–'} | {killed if mode != 'mpi' else '–'} | "
                        f"{fmt(median(cpu)) if cpu else '–'} |")
     out.append("")
     # Per step.
-    out.append("#### Per step: update latency median / p90 / max (s), trainer stall (ms)")
+    out.append("#### Per step: update latency median / p90 / max (s), trainer stall (ms, median over repetitions)")
     out.append("")
-    head = "| step | rollouts (joined, killed) |"
+    head = "| step | rollouts holding it (joined, killed) |"
     sep = "|---:|---|"
     for mode in modes:
         head += f" {MODE_NAMES[mode]} | stall |"
         sep += "---|---:|"
     out.append(head)
     out.append(sep)
-    ref = d.steps.get("pipeline") or next(iter(d.steps.values()), {})
+    ref = {}
+    for ls in d.step_lines.values():
+        for st in ls:
+            ref.setdefault(st["step"], st)
     for k in range(1, d.nsteps + 1):
-        s = ref.get(k)
-        who = f"{s['done']} ({'+' + str(s['joined']) if s['joined'] else '0'}, {s['killed']})" if s else "–"
+        st = ref.get(k)
+        who = f"{st['done']} (+{st['joined']}, -{st['killed']})" if st else str(d.plan.get(k, "–"))
         row = f"| {k} | {who} |"
         for mode in modes:
-            lat = d.step_latencies(mode, k)
-            t = d.trainer_stall(mode, k)
+            lat = d.latencies(mode, [k])
+            t = d.trainer_stalls(mode, k)
             cell = f"{fmt(median(lat))} / {fmt(quantile(lat, 0.9))} / {fmt(max(lat))}" if lat else "–"
-            if mode == "mpi" and lat and d.mpi["steps"][k].get("setup_s") is not None:
-                cell += f" (new job: + {fmt(d.mpi['steps'][k]['setup_s'])} setup)"
-            row += f" {cell} | {fmt(1e3 * t, 1) if t is not None else '–'} |"
+            setups = [v for (r, kk), v in d.mpi_setup.items() if kk == k]
+            if mode == "mpi" and lat and setups:
+                cell += f" (new job: + {fmt(median(setups))} setup)"
+            row += f" {cell} | {fmt(1e3 * median(t), 1) if t else '–'} |"
         out.append(row)
     out.append("")
     # Open MPI's re-creation.
-    if d.mpi["phases"]:
+    if d.mpi_phases:
         out.append("#### Open MPI: a new job per membership (its tuned variants, median broadcast in s)")
         out.append("")
-        names = sorted({v["method"] for p in d.mpi["phases"].values() for v in p["variants"]})
-        out.append("| phase | N | " + " | ".join(n.replace("mpi_tuned_", "") for n in names) +
+        names = sorted({v["method"] for p in d.mpi_phases.values() for v in p["variants"]})
+        out.append("| rep | phase | N | " + " | ".join(n.replace("mpi_tuned_", "") for n in names) +
                    " | best | setup_s: mpirun -> MPI_Init done (s) | mpirun wall - broadcasts (s) |")
-        out.append("|---:|---:|" + "---:|" * len(names) + "---|---:|---:|")
-        for ph, p in sorted(d.mpi["phases"].items()):
+        out.append("|---:|---:|---:|" + "---:|" * len(names) + "---|---:|---:|")
+        for (rep, ph), p in sorted(d.mpi_phases.items()):
             b = p["best"]
             by = {v["method"]: v for v in p["variants"]}
             cells = " | ".join(fmt(by[n]["median_s"]) if n in by else "–" for n in names)
             over = b.get("wall_s", 0) - sum(b.get("times_s", []))
-            out.append(f"| {ph} | {b['rollouts']} | {cells} | {b['method'].replace('mpi_tuned_', '')} | "
+            out.append(f"| {rep} | {ph} | {b['rollouts']} | {cells} | {b['method'].replace('mpi_tuned_', '')} | "
                        f"{fmt(b.get('setup_s'))} | {fmt(over)} |")
         out.append("")
     # Checks.
@@ -252,7 +271,7 @@ def tables(d):
         failed = sum(r["event"] == "failed" for r in rs)
         lost = sum(r["event"] == "lost" for r in rs)
         sf = sum(r.get("source_failures", 0) > 0 for r in done)
-        offl = sum(s.get("offloads", 0) for s in d.step_lines[mode])
+        offl = sum(s.get("offloads", 0) for s in d.step_lines.get(mode, []))
         joins = [r["join_s"] for r in rs if r.get("new")]
         out.append(f"| {MODE_NAMES[mode]} | {len(done)} | {ok} | {hs} | {late} | {failed} | {lost} | {sf} | {offl} | "
                    f"{fmt(median(joins))} |")
@@ -273,10 +292,11 @@ def plot(d, png):
         return
     modes = d.modes()
     fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    ks = list(range(1, d.nsteps + 1))
     # (a) CDF over every (step, rollout) update.
     a = ax[0][0]
     for mode in modes:
-        xs = sorted(d.all_latencies(mode))
+        xs = sorted(d.latencies(mode))
         if xs:
             a.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", color=COLORS[mode],
                    label=f"{MODE_NAMES[mode]} (n={len(xs)})")
@@ -287,23 +307,24 @@ def plot(d, png):
     a.set_title("(a) weight-update latency, all steps")
     a.legend(fontsize=8, loc="lower right")
     a.grid(alpha=0.3)
-    # (b) per-step stall over the run, membership shaded.
+    # (b) per-step stall over the run, membership shaded (the paper's Figure 11a).
     b = ax[0][1]
-    ref = d.steps.get("pipeline") or next(iter(d.steps.values()), {})
-    ks = list(range(1, d.nsteps + 1))
     b2 = b.twinx()
-    b2.bar(ks, [ref[k]["members"] if k in ref else 0 for k in ks], color="0.85", width=0.9, label="rollouts at publish")
-    b2.set_ylabel("rollouts (gray)")
+    b2.bar(ks, [d.members.get(k, 0) for k in ks], color="0.85", width=0.9)
+    b2.bar(ks, [d.plan.get(k, 0) for k in ks], color="0.7", width=0.9)
+    b2.set_ylabel("rollouts: holding the version (dark gray), at publish (light)")
     b.set_zorder(b2.get_zorder() + 1)
     b.patch.set_visible(False)
     for mode in modes:
-        ys = [max(d.step_latencies(mode, k)) if d.step_latencies(mode, k) else float("nan") for k in ks]
-        b.plot(ks, ys, "o-", color=COLORS[mode], label=MODE_NAMES[mode])
+        st = [d.step_stalls(mode, k) for k in ks]
+        ys = [median(v) if v else float("nan") for v in st]
+        lo = [y - min(v) if v else 0 for y, v in zip(ys, st)]
+        hi = [max(v) - y if v else 0 for y, v in zip(ys, st)]
+        b.errorbar(ks, ys, yerr=[lo, hi], fmt="o-", color=COLORS[mode], label=MODE_NAMES[mode], capsize=2)
         if mode == "mpi":  # a new job per phase: its first broadcast waits for mpirun + MPI_Init too
-            firsts = [(k, y + d.mpi["steps"][k]["setup_s"]) for k, y in zip(ks, ys)
-                      if k in d.mpi["steps"] and d.mpi["steps"][k].get("setup_s") is not None]
-            b.plot([f[0] for f in firsts], [f[1] for f in firsts], "o", mfc="none", color=COLORS[mode],
-                   label="Open MPI + job start (mpirun -> MPI_Init)")
+            firsts = sorted({k for (_, k) in d.mpi_setup})
+            b.plot(firsts, [ys[k - 1] + median([v for (_, kk), v in d.mpi_setup.items() if kk == k]) for k in firsts],
+                   "o", mfc="none", color=COLORS[mode], label="Open MPI + its job start (mpirun -> MPI_Init)")
     if d.ideal:
         b.axhline(d.ideal, color="gray", ls=":")
     b.set_xlabel("training step")
@@ -311,39 +332,25 @@ def plot(d, png):
     b.set_title("(b) per-step stall as rollouts join and leave")
     b.legend(fontsize=8, loc="upper left")
     b.grid(alpha=0.3)
-    # (c) step stall against the number of rollouts.
-    c = ax[1][0]
+    # (c) step stall against the number of rollouts; (d) the trainer's stall.
+    c, e = ax[1][0], ax[1][1]
     for mode in modes:
-        pts = []
-        for k in ks:
-            lat = d.step_latencies(mode, k)
-            if not lat:
-                continue
-            n = d.mpi["steps"][k]["n"] if mode == "mpi" else d.steps[mode][k]["target"]
-            pts.append((n, max(lat)))
+        pts = [(d.plan[k], x) for k in ks for x in d.step_stalls(mode, k)]
+        tpts = [(d.plan[k], max(x, 1e-4)) for k in ks for x in d.trainer_stalls(mode, k)]
         if pts:
             c.scatter([p[0] for p in pts], [p[1] for p in pts], color=COLORS[mode], label=MODE_NAMES[mode], alpha=0.7)
             ns = sorted({p[0] for p in pts})
             c.plot(ns, [median([p[1] for p in pts if p[0] == n]) for n in ns], color=COLORS[mode], alpha=0.6)
+        if tpts:
+            e.scatter([p[0] for p in tpts], [p[1] for p in tpts], color=COLORS[mode], label=MODE_NAMES[mode],
+                      alpha=0.7)
     if d.ideal:
         c.axhline(d.ideal, color="gray", ls=":", label="ideal S/R")
     c.set_xlabel("rollouts holding the version (N)")
     c.set_ylabel("step stall: slowest update (s)")
-    c.set_title("(c) per-step stall vs rollouts")
+    c.set_title("(c) per-step stall vs rollouts (line: median)")
     c.legend(fontsize=8)
     c.grid(alpha=0.3)
-    # (d) trainer stall against the number of rollouts.
-    e = ax[1][1]
-    for mode in modes:
-        pts = []
-        for k in ks:
-            t = d.trainer_stall(mode, k)
-            if t is None:
-                continue
-            n = d.mpi["steps"][k]["n"] if mode == "mpi" else d.steps[mode][k]["target"]
-            pts.append((n, max(t, 1e-4)))
-        if pts:
-            e.scatter([p[0] for p in pts], [p[1] for p in pts], color=COLORS[mode], label=MODE_NAMES[mode], alpha=0.7)
     e.set_yscale("log")
     e.set_xlabel("rollouts holding the version (N)")
     e.set_ylabel("trainer stall per step (s, log)")
@@ -381,7 +388,7 @@ def main():
     ap.add_argument("--png")
     a = ap.parse_args()
     d = Data(load(a.inp))
-    if not d.steps and not d.mpi["steps"]:
+    if not d.lat:
         print("elastic_report: no results in " + a.inp, file=sys.stderr)
         return 1
     text = tables(d)

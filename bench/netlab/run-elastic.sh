@@ -19,7 +19,10 @@
 #   pipeline  TensorHub as shipped: pipeline=true, max_readers=1 (partial holders serve)
 #   relay     pipeline=false: only complete holders serve (new rollouts wait for a finished
 #             one: the paper's baseline where elastic rollouts pull from standalone ones)
-#   p2p       pipeline=false, max_readers=64: every rollout reads the trainer (point-to-point)
+#   p2p       pipeline=false, max_readers=64: every rollout reads the trainer (point-to-point);
+#             stall_timeout_ms=120000: N readers share the trainer's link, and a late joiner can
+#             wait more than the default 10 s for its first bytes, which the library would take
+#             for a failed source (a SIGKILLed peer is seen at once through its closed sockets)
 # Then, unless --no-mpi, Open MPI's tuned broadcasts (thub_bcast_baseline, --mpi-tuned
 # variants ALG:SEGMENT with ALG chain = coll_tuned algorithm 2 with chain_fanout 1, pipeline
 # = 3) with one fresh mpirun per phase of the schedule (a collective's membership is fixed:
@@ -60,10 +63,10 @@ if [[ ${1:-} == --inner ]]; then
   ELASTIC=$BUILD/bench/netlab/thub_elastic
   port=29800 failures=0
   # One mode over the whole schedule; the trainer's JSON lines go straight to $OUT.
-  thub_run() { # MODE REP INFO...
-    local mode=$1 rep=$2 rc=0 logdir info=() kv
-    shift 2
-    for kv in "$@" "verify=$VERIFY"; do info+=(--info "$kv"); done
+  thub_run() { # MODE REP "REGISTRY KEYS" ["KEYS OF EVERY PROCESS"]
+    local mode=$1 rep=$2 rc=0 logdir info=() rinfo=() kv
+    for kv in $3 ${4:-} "verify=$VERIFY"; do info+=(--info "$kv"); done
+    for kv in ${4:-} "verify=$VERIFY"; do rinfo+=(--rollout-info "$kv"); done
     logdir=$(mktemp -d /tmp/run-elastic.XXXXXX)
     port=$((port + 2))
     log "$mode (rep $rep): schedule $SCHEDULE, $BYTES at $NETLAB_RATE"
@@ -71,8 +74,8 @@ if [[ ${1:-} == --inner ]]; then
       --schedule "$SCHEDULE" --bytes "$BYTES" --tensors "$TENSORS" --standalone "$STANDALONE" \
       ${TRAIN_S:+--train-s "$TRAIN_S"} --seed "$SEED" --kill-range "$KILL_RANGE" --mode "$mode" \
       --registry-port "$port" --control-port $((port + 1)) --launcher "$NETLAB" --log-dir "$logdir" \
-      --out "$OUT" "${info[@]}" --rollout-info "verify=$VERIFY" 2>"$logdir/trainer.err" |
-      sed -e '/UCX  WARN .* was not returned to mpool/d' -e 's/^/  /' >&2 || rc=$?
+      --rep "$rep" --out "$OUT" "${info[@]}" "${rinfo[@]}" 2>"$logdir/trainer.err" |
+      sed -u -e '/UCX  WARN .* was not returned to mpool/d' -e 's/^/  /' >&2 || rc=$?
     if ((rc != 0)); then
       failures=$((failures + 1))
       log "$mode (rep $rep) failed (exit $rc); logs kept in $logdir:"
@@ -104,42 +107,49 @@ if [[ ${1:-} == --inner ]]; then
       return
     fi
     grep -v '^{' <<<"$out" | tail -1 | sed "s/^/  [$label phase $phase N=$n] /" >&2 || true
-    echo "${json/#\{/\{\"elastic_phase\":$phase,\"rollouts\":$n,\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }'),}" >>"$OUT"
+    echo "${json/#\{/\{\"rep\":$rep,\"elastic_phase\":$phase,\"rollouts\":$n,\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }'),}" >>"$OUT"
   }
+  mpi_run() { # the whole schedule, one job per phase
+    if [[ ! -x $BUILD/bench/netlab/thub_bcast_baseline ]]; then
+      log "thub_bcast_baseline not built (no MPI?): no Open MPI baseline"
+      return
+    fi
+    local phase=0 ph n steps variant alg seg phases
+    log "Open MPI (rep $rep): one job per phase of $SCHEDULE, $BYTES at $NETLAB_RATE"
+    IFS=, read -ra phases <<<"$SCHEDULE"
+    for ph in "${phases[@]}"; do
+      phase=$((phase + 1))
+      n=${ph%%[xk]*} steps=1
+      [[ $ph =~ x([0-9]+) ]] && steps=${BASH_REMATCH[1]}
+      for variant in $MPI_TUNED; do
+        alg=${variant%%:*} seg=${variant#*:}
+        case $alg in
+          chain)    mpi_phase "$phase" "$n" "$steps" "mpi_tuned_chain_$seg" coll_tuned_use_dynamic_rules 1 \
+                      coll_tuned_bcast_algorithm 2 coll_tuned_bcast_algorithm_segmentsize "$(bytes_of "$seg")" \
+                      coll_tuned_bcast_algorithm_chain_fanout 1 ;;
+          pipeline) mpi_phase "$phase" "$n" "$steps" "mpi_tuned_pipeline_$seg" coll_tuned_use_dynamic_rules 1 \
+                      coll_tuned_bcast_algorithm 3 coll_tuned_bcast_algorithm_segmentsize "$(bytes_of "$seg")" ;;
+          default)  mpi_phase "$phase" "$n" "$steps" "mpi_bcast" ;;
+          *)        die "unknown --mpi-tuned algorithm '$alg' (chain, pipeline, default)" ;;
+        esac
+      done
+    done
+  }
+  # Each repetition runs every method once, the order rotated from one repetition to the next
+  # so that slow drifts of the machine's load do not always hit the same method.
+  all=($MODES)
+  ((MPI)) && all+=(mpi)
   for ((rep = 1; rep <= REPS; rep++)); do
-    for mode in $MODES; do
+    for ((i = 0; i < ${#all[@]}; i++)); do
+      mode=${all[$(((i + rep - 1) % ${#all[@]}))]}
       case $mode in
-        pipeline) thub_run pipeline "$rep" pipeline=true max_readers=1 ;;
-        relay)    thub_run relay "$rep" pipeline=false max_readers=1 ;;
-        p2p)      thub_run p2p "$rep" pipeline=false max_readers=64 ;;
+        pipeline) thub_run pipeline "$rep" "pipeline=true max_readers=1" ;;
+        relay)    thub_run relay "$rep" "pipeline=false max_readers=1" ;;
+        p2p)      thub_run p2p "$rep" "pipeline=false max_readers=64" stall_timeout_ms=120000 ;;
+        mpi)      mpi_run ;;
         *)        die "unknown mode '$mode' (pipeline, relay, p2p)" ;;
       esac
     done
-    if ((MPI)); then
-      if [[ ! -x $BUILD/bench/netlab/thub_bcast_baseline ]]; then
-        log "thub_bcast_baseline not built (no MPI?): no Open MPI baseline"
-      else
-        phase=0
-        IFS=, read -ra phases <<<"$SCHEDULE"
-        for ph in "${phases[@]}"; do
-          phase=$((phase + 1))
-          n=${ph%%[xk]*} steps=1
-          [[ $ph =~ x([0-9]+) ]] && steps=${BASH_REMATCH[1]}
-          for variant in $MPI_TUNED; do
-            alg=${variant%%:*} seg=${variant#*:}
-            case $alg in
-              chain)    mpi_phase "$phase" "$n" "$steps" "mpi_tuned_chain_$seg" coll_tuned_use_dynamic_rules 1 \
-                          coll_tuned_bcast_algorithm 2 coll_tuned_bcast_algorithm_segmentsize "$(bytes_of "$seg")" \
-                          coll_tuned_bcast_algorithm_chain_fanout 1 ;;
-              pipeline) mpi_phase "$phase" "$n" "$steps" "mpi_tuned_pipeline_$seg" coll_tuned_use_dynamic_rules 1 \
-                          coll_tuned_bcast_algorithm 3 coll_tuned_bcast_algorithm_segmentsize "$(bytes_of "$seg")" ;;
-              default)  mpi_phase "$phase" "$n" "$steps" "mpi_bcast" ;;
-              *)        die "unknown --mpi-tuned algorithm '$alg' (chain, pipeline, default)" ;;
-            esac
-          done
-        done
-      fi
-    fi
   done
   exit $((failures ? 1 : 0))
 fi

@@ -160,6 +160,43 @@ class Data:
         return [t for (m, _, k), t in self.tstall.items() if m == mode and k == step]
 
 
+def summary(d, modes):
+    """Median step stall per phase and mode, and the baselines' ratios to TensorHub's."""
+    out = ["#### Summary: median step stall per phase (s), and the baselines over TensorHub (pipeline)", ""]
+    base = [m for m in ("p2p", "mpi", "relay") if m in modes and m != "pipeline"]
+    head = "| phase | N | steps |" + "".join(f" {MODE_NAMES[m]} |" for m in modes)
+    sep = "|---:|---:|---:|" + "---:|" * len(modes)
+    if "pipeline" in modes:
+        head += "".join(f" {m} / pipeline |" for m in base)
+        sep += "---:|" * len(base)
+    out += [head, sep]
+    first, k = [], 1
+    per = {}
+    for i, (n, steps, churn) in enumerate(parse_schedule(d.schedule), 1):
+        ks = list(range(k, k + steps))
+        k += steps
+        med = {m: median([x for s in ks for x in d.step_stalls(m, s)]) for m in modes}
+        per[i] = (n, med)
+        row = f"| {i} | {n}{f' (k{churn})' if churn else ''} | {ks[0]}-{ks[-1]} |"
+        row += "".join(f" {fmt(med[m])} |" for m in modes)
+        if "pipeline" in modes:
+            row += "".join(f" {fmt(med[m] / med['pipeline'] if med['pipeline'] else None)}x |" for m in base)
+        out.append(row)
+    out.append("")
+    if "pipeline" in modes and per:
+        ns = {n for n, _ in per.values()}
+        lo = min(per.values(), key=lambda p: p[0])
+        hi = max(per.values(), key=lambda p: p[0])
+        if len(ns) > 1:
+            grow = "; ".join(f"{MODE_NAMES[m]} {fmt(hi[1][m] / lo[1][m] if lo[1][m] else None)}x"
+                             for m in modes if not math.isnan(hi[1][m]) and not math.isnan(lo[1][m]))
+            out.append(f"From N = {lo[0]} to N = {hi[0]} rollouts ({hi[0] / lo[0]:.0f}x), the median step stall grows: "
+                       f"{grow}. Open MPI's column is the broadcast alone; each phase's new job adds its start-up "
+                       "(setup_s in the Open MPI table) to the phase's first step.")
+            out.append("")
+    return out
+
+
 def tables(d):
     out = []
     m = d.machine
@@ -185,6 +222,7 @@ def tables(d):
         "the step's largest update latency (every rollout waits for the last, as in a synchronous RL step). "
         "Trainer stall = time in THUB_Publish + THUB_Unpublish (Open MPI: the root's time in MPI_Bcast).")
     out.append("")
+    out.extend(summary(d, modes))
     # Per membership size.
     out.append("#### Per membership size (rollouts holding each version), all steps of that size")
     out.append("")
@@ -359,7 +397,8 @@ def plot(d, png):
     e.grid(alpha=0.3, which="both")
     m = d.machine
     fig.suptitle(f"Elastic rollouts, schedule {d.schedule}, S = {d.bytes / 2**20:.0f} MiB, links {m.get('rate', '?')}, "
-                 f"{m.get('date', '')} ({m.get('cores', '?')} shared cores, load {m.get('loadavg_start', '?')})",
+                 f"{m.get('date', '')} ({m.get('cores', '?')} shared cores, load {m.get('loadavg_start', '?')} at the start, "
+                 f"{d.end.get('loadavg_end', '?')} at the end)",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=110)

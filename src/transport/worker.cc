@@ -62,7 +62,11 @@ struct Worker::Impl {
   std::thread::id thread_id;
 
   std::mutex mu;
-  int wake_fd = -1;    // eventfd: commands and timers for the progress thread
+  // eventfd: commands and timers for the progress thread. Closed by ~Impl, after the thread
+  // is joined, never by the thread itself: ~Worker writes to it after setting stop, when the
+  // thread may already be past its loop; a close there let that write reach a closed
+  // descriptor, or another file that had reused its number.
+  int wake_fd = -1;
   int ucx_fd = -1;     // the worker's event fd (UCP_FEATURE_WAKEUP), -1 if unavailable
   std::deque<std::function<void()>> queue;
   std::multimap<Clock::time_point, std::function<void()>> timers;  // progress thread only
@@ -84,6 +88,9 @@ struct Worker::Impl {
   Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
   bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
 
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
   void init();
   void loop();
   void shutdown();
@@ -329,7 +336,6 @@ void Worker::Impl::shutdown() {
   worker = nullptr;
   for (void* p : ops) delete static_cast<GetOp*>(p);
   ops.clear();
-  if (wake_fd >= 0) ::close(wake_fd);
   ucp_cleanup(ctx);
   ctx = nullptr;
 }

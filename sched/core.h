@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@ const char* buf_name(Buf b);
 struct OffloadCopy {          // a retained version served from host memory
   std::string descriptor;
   bool dropping = false;      // fell out of the retained window; Discard once drained
+  std::set<ClientId> reports; // reader clients that reported it failed (not yet confirmed)
 };
 
 struct Member {
@@ -46,6 +48,8 @@ struct Member {
   bool intact = false;        // kDraining: the buffers still hold `version` completely (a
                               // holding given up by Unpublish or an update, not a failed or
                               // partial one): retention may still offload it
+  bool offload_failed = false;  // its host copy of `version` could not be made (OffloadDone
+                                // with no descriptor): retention asks it no more until emptied
   RequestId unpublish_req = 0;
   // kReceiving: the bytes the reader held when it last said so (0 at a first grant, a
   // SourceFailed's resume point since) and when. For introspection only; decides nothing.
@@ -53,6 +57,12 @@ struct Member {
   Time reported_at = 0;
   std::map<Version, OffloadCopy> offloaded;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
+  // Failure judgment (transaction.cc). As a source: the reader clients that reported the
+  // current fill of its buffers failed, until confirmed, a reader completes a read of it, or
+  // the buffers are emptied. As a reader: the sources it reported during its current
+  // transfer (and when), which its regrants never pick again.
+  std::set<ClientId> reports;
+  std::map<MemberId, Time> shunned;
 };
 
 struct Lease {
@@ -163,15 +173,20 @@ class Core {
   bool serves_live(const Member& m, Version v) const;        // may be chosen as a source
   bool serves_offload(const Member& m, Version v) const;
   bool holds(const Member& m, Version v) const { return serves_live(m, v) || serves_offload(m, v); }
+  // Serves v and will hold it completely without anyone's help: complete, a host copy, or a
+  // partial whose chain is grounded (a partial whose source died is not).
+  bool lasting(const Member& m, Version v) const;
+  // Versions some replica with num_shards serves in every shard, lasting (not lost).
   std::vector<Version> available(const std::string& model, int num_shards) const;
-  // Resolves a spec to an absolute version or an error reply status.
+  // Resolves a spec to an absolute version or an error reply status. Relative specs count
+  // only available versions: a lost version is skipped, so "latest" moves on.
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
 
   // ---- source_chooser.cc
+  // A partial source is picked only if its chain is grounded (not through the requester).
   std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;
-  bool reaches(MemberId from, MemberId target) const;  // partial chain from -> ... -> target
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
 
@@ -185,7 +200,8 @@ class Core {
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
   bool will_serve(const Member& h, Version v, MemberId requester) const;
-  bool has_holder(const Member& req, Version v, int shard) const;  // one that may serve req
+  // One that may serve req (not one that req reported during its current transfer).
+  bool has_holder(const Member& req, Version v, int shard) const;
   bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);
@@ -193,6 +209,13 @@ class Core {
   void leave_transaction(const Member& m);
   void start_transaction(Replica& r, Transaction t);
   void finish_shard(Replica& r, int shard);
+  // A failure report is judged (failure_reports distinct reader clients, or the source's
+  // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
+  void report_failure(const Lease& l, ClientId reporter);
+  void judge_silent();              // reported copies whose client fell silent meanwhile
+  void clear_reports(MemberId source, bool from_offload, Version v);
+  bool silent(ClientId c) const;
+  Time failure_silence() const;
   void mark_failed(MemberId source, bool from_offload, Version v);
   void wake();
 
@@ -227,6 +250,8 @@ class Core {
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
+  // Copies reported failed and not yet judged: (source member, host copy, version).
+  std::set<std::tuple<MemberId, bool, Version>> suspects_;
   std::vector<Pending> pending_;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;

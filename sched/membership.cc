@@ -109,6 +109,8 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
           break;
         }
   leave_transaction(m);
+  suspects_.erase(suspects_.lower_bound({id, false, INT64_MIN}),
+                  suspects_.upper_bound({id, true, INT64_MAX}));
   std::string model = m.model;
   Model& md = models_.at(model);
   Replica& r = md.replicas.at(m.replica);

@@ -51,8 +51,15 @@ void Core::unreserve(Transaction& t, int shard) {
   t.reserved.erase(it);
 }
 
+bool Core::lasting(const Member& m, Version v) const {
+  if (!holds(m, v)) return false;
+  return serves_offload(m, v) || m.buf == Buf::kHolding || grounded(m.id, 0);
+}
+
 namespace {
-// Does some replica with `num_shards` shards serve v in every shard?
+// Does some replica with `num_shards` shards serve v in every shard, and will each of them
+// complete it (`lasting`)? A version without such a replica is lost, even while partial
+// holders whose source died are still indexed (they have not reported yet).
 bool complete_replica(const Core& c, const Model& md, Version v, int num_shards) {
   auto hit = md.holders.find(v);
   if (hit == md.holders.end()) return false;
@@ -62,7 +69,7 @@ bool complete_replica(const Core& c, const Model& md, Version v, int num_shards)
     const Replica& r = md.replicas.at(m.replica);
     if (static_cast<int>(r.shards.size()) != num_shards) continue;
     bool all = true;
-    for (const auto& [s, sid] : r.shards) all = all && c.holds(c.members_.at(sid), v);
+    for (const auto& [s, sid] : r.shards) all = all && c.lasting(c.members_.at(sid), v);
     if (all) return true;
   }
   return false;

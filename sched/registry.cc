@@ -54,6 +54,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
       },
       ev);
   expire();
+  judge_silent();
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -146,7 +147,11 @@ std::string Core::describe() const {
            << buf_name(m.buf);
         if (m.buf != Buf::kEmpty) os << " v" << m.version;
         if (m.spot) os << " spot";
-        for (const auto& [v, c] : m.offloaded) os << " host:v" << v << (c.dropping ? "(dropping)" : "");
+        for (const auto& [v, c] : m.offloaded) {
+          os << " host:v" << v << (c.dropping ? "(dropping)" : "");
+          if (!c.reports.empty()) os << "(reported by " << c.reports.size() << ")";
+        }
+        if (!m.reports.empty()) os << " reported by " << m.reports.size();
         os << " load " << load(id) << "\n";
       }
     }

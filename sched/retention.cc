@@ -20,7 +20,7 @@ bool Core::retained(const std::string& model, Version v) const {
 }
 
 bool Core::needs_offload(const Member& m) const {
-  if (m.spot || serves_offload(m, m.version) || !retained(m.model, m.version)) return false;
+  if (m.spot || m.offload_failed || serves_offload(m, m.version) || !retained(m.model, m.version)) return false;
   const Model& md = models_.at(m.model);
   auto hit = md.holders.find(m.version);
   if (hit != md.holders.end())
@@ -52,10 +52,12 @@ void Core::check_drain(Member& m) {
     index(m);
     out_.emplace_back(Offload{m.client, m.id, m.version});
   } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
+    clear_reports(m.id, false, m.version);  // the next fill starts unreported
     unindex(m);
     m.buf = Buf::kEmpty;
     m.version = -1;
     m.intact = false;
+    m.offload_failed = false;
     index(m);
     if (m.unpublish_pending) {
       m.unpublish_pending = false;
@@ -71,6 +73,7 @@ void Core::check_drain(Member& m) {
       }
     if (it->second.dropping && !read) {
       out_.emplace_back(Discard{m.client, m.id, it->first});
+      suspects_.erase({m.id, true, it->first});
       it = m.offloaded.erase(it);
     } else {
       ++it;
@@ -100,8 +103,22 @@ void Core::on(const OffloadDone& e) {
   if (!m) return;
   if (m->buf != Buf::kOffloading || m->version != e.version)
     return reply_err(e.client, e.req, Status::kState, "no offload of this version was asked");
+  if (e.descriptor.empty()) {
+    // The client could not make the copy (e.g. host memory exhausted). Waiting for another
+    // OffloadDone would hold the unpublish (or update) for ever: the drain goes on without a
+    // copy, and the version is lost if nobody else keeps it. Retention asks this holding no
+    // more (offload_failed, until the buffers are emptied).
+    unindex(*m);
+    m->offload_failed = true;
+    m->buf = Buf::kDraining;
+    index(*m);
+    reply(make_reply(e.client, e.req));
+    check_drain(*m);
+    return;
+  }
   unindex(*m);
-  m->offloaded[e.version] = OffloadCopy{e.descriptor, false};
+  suspects_.erase({m->id, true, e.version});  // a new copy starts unreported
+  m->offloaded[e.version] = OffloadCopy{e.descriptor, false, {}};
   m->buf = Buf::kDraining;
   index(*m);
   reply(make_reply(e.client, e.req));

@@ -1,7 +1,8 @@
 // Source choice: among the replicas that serve the version in every shard, prefer the
 // requester's datacenter, then the least loaded, then complete over partial, then the
 // oldest member (smallest id; deterministic). A source serves at most max_readers_per_source
-// readers; partial sources whose chain leads back to the requester are never chosen.
+// readers; partial sources whose chain leads back to the requester, or no longer ends at a
+// complete holder, are never chosen.
 #include <tuple>
 
 #include "sched/core.h"
@@ -12,27 +13,15 @@ std::optional<SourcePick> Core::pick_in(const Member& s, Version v, MemberId req
   if (s.id == requester || load(s.id) >= cfg_.max_readers_per_source) return std::nullopt;
   if (serves_live(s, v)) {
     bool partial = s.buf == Buf::kReceiving;
-    if (partial && reaches(s.id, requester)) {
-      // reading it would close a cycle; its host copy (if any) is still fine
+    if (partial && !grounded(s.id, requester)) {
+      // reading it would close a cycle, or it will never complete (its chain's complete
+      // holder is gone and it has not reported yet); its host copy (if any) is still fine
     } else {
       return SourcePick{s.id, false, partial};
     }
   }
   if (serves_offload(s, v)) return SourcePick{s.id, true, false};
   return std::nullopt;
-}
-
-bool Core::reaches(MemberId from, MemberId target) const {
-  // Follow "receives from" links of partial holders; bounded by the number of members.
-  for (size_t hops = 0; hops <= members_.size(); ++hops) {
-    if (from == target) return true;
-    auto it = members_.find(from);
-    if (it == members_.end() || it->second.buf != Buf::kReceiving) return false;
-    auto lit = leases_.find(it->second.own_lease);
-    if (lit == leases_.end()) return false;
-    from = lit->second.source;
-  }
-  return true;
 }
 
 namespace {
@@ -90,6 +79,7 @@ std::optional<SourcePick> Core::choose_member(const Member& req, Version v) cons
   for (MemberId id : hit->second) {
     const Member& cand = members_.at(id);
     if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
+    if (req.shunned.count(id)) continue;  // it reported this one during this transfer
     auto pick = pick_in(cand, v, req.id);
     if (!pick) continue;
     Key key{clients_.at(cand.client).datacenter != dc, load(id), pick->partial};

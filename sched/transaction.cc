@@ -42,6 +42,7 @@ void Core::on(const Replicate& e) {
     if (q.member == m->id)
       return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
   m->descriptor = e.descriptor;
+  m->shunned.clear();  // a new transfer: what the last one reported no longer applies
   Pending p;
   p.kind = Pending::Kind::kReplicate;
   p.client = e.client;
@@ -71,8 +72,11 @@ void Core::on(const Cancel& e) {
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }
 
-// A partial holder is worth waiting for only if its chain of sources ends at a complete
-// holder without passing through the requester (a stalled chain never completes).
+// A partial holder is worth waiting for (or reading) only if its chain of sources ends at a
+// complete holder without passing through the requester (a stalled chain never completes).
+// A holder that is draining or offloading an intact holding still ends a chain: its readers
+// finish before its buffers are freed. One whose data was found broken, or a partial that
+// gave up, does not.
 bool Core::grounded(MemberId id, MemberId requester) const {
   for (size_t hops = 0; hops <= members_.size(); ++hops) {
     if (id == requester) return false;
@@ -80,6 +84,7 @@ bool Core::grounded(MemberId id, MemberId requester) const {
     if (it == members_.end()) return false;
     const Member& h = it->second;
     if (h.buf == Buf::kHolding) return true;
+    if ((h.buf == Buf::kDraining || h.buf == Buf::kOffloading) && h.intact) return true;
     if (h.buf != Buf::kReceiving) return false;
     auto lit = leases_.find(h.own_lease);
     if (lit == leases_.end()) return false;
@@ -105,6 +110,7 @@ bool Core::has_holder(const Member& req, Version v, int shard) const {
   if (!md) return false;
   for (const auto& [name, r] : md->replicas)
     if (auto it = r.shards.find(shard); it != r.shards.end() && r.num_shards == req.num_shards &&
+                                        !req.shunned.count(it->second) &&
                                         will_serve(members_.at(it->second), v, req.id))
       return true;
   return false;
@@ -219,7 +225,24 @@ bool Core::try_regrant(const Pending& p) {
     return true;
   }
   if (has_holder(m, v, m.shard)) return false;
+  // Only sources this reader reported may be left. Wait for their judgment: one that is
+  // really dead goes away (Disconnect, Drop) or falls silent within failure_silence of the
+  // report, and then the version is lost; one still standing after that serves others but
+  // not this reader, whose own link is the likely fault.
+  Time until = -1;
+  for (const auto& [src, when] : m.shunned)
+    if (auto it = members_.find(src); it != members_.end() && it->second.shard == m.shard &&
+                                      it->second.num_shards == m.num_shards &&
+                                      will_serve(it->second, v, m.id))
+      until = std::max(until, when + failure_silence());
+  if (until >= 0 && now_ <= until) return false;
   if (m.buf == Buf::kReceiving) begin_drain(m);  // its partial buffers: readers must finish
+  if (until >= 0) {
+    fail_replicate(p, m, Status::kTransport,
+                   "version " + std::to_string(v) + " of model " + m.model +
+                       " is still held, but only by sources that failed for this reader (they serve others)");
+    return true;
+  }
   fail_replicate(p, m, Status::kVersionLost,
             "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
   return true;
@@ -303,6 +326,8 @@ void Core::on(const TransferDone& e) {
     return reply_err(e.client, e.req, Status::kState,
                      "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
   Version v = it->second.version;
+  // A complete read of the source: evidence that it is healthy, whatever was reported.
+  clear_reports(it->second.source, it->second.from_offload, v);
   end_lease(e.lease);
   if (m->buf != Buf::kReceiving)
     return reply_err(e.client, e.req, Status::kState,
@@ -316,7 +341,65 @@ void Core::on(const TransferDone& e) {
   reply(std::move(r));
 }
 
+Time Core::failure_silence() const {
+  return cfg_.failure_silence > 0 ? cfg_.failure_silence : cfg_.heartbeat_timeout / 2;
+}
+
+bool Core::silent(ClientId c) const {
+  auto it = clients_.find(c);
+  return it == clients_.end() || now_ - it->second.last_seen > failure_silence();
+}
+
+void Core::clear_reports(MemberId id, bool from_offload, Version v) {
+  suspects_.erase({id, from_offload, v});
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  if (!from_offload) {
+    it->second.reports.clear();
+  } else if (auto c = it->second.offloaded.find(v); c != it->second.offloaded.end()) {
+    c->second.reports.clear();
+  }
+}
+
+// One reader's report is a rumour: its link may be the broken one. The copy it read is
+// hidden from everybody once failure_reports distinct reader clients reported it (one
+// client's members share its link), or once the source's client has been silent for
+// failure_silence (now or later: judge_silent); a source that went away is gone already.
+void Core::report_failure(const Lease& l, ClientId reporter) {
+  auto it = members_.find(l.source);
+  if (it == members_.end()) return;
+  Member& s = it->second;
+  std::set<ClientId>* reports = nullptr;
+  if (l.from_offload) {
+    auto c = s.offloaded.find(l.version);
+    if (c == s.offloaded.end() || c->second.dropping) return;  // no longer served anyway
+    reports = &c->second.reports;
+  } else {
+    if (s.buf == Buf::kEmpty || s.version != l.version) return;
+    reports = &s.reports;
+  }
+  reports->insert(reporter);
+  suspects_.insert({s.id, l.from_offload, l.version});
+  if (static_cast<int>(reports->size()) >= cfg_.failure_reports || silent(s.client))
+    mark_failed(s.id, l.from_offload, l.version);
+}
+
+void Core::judge_silent() {
+  if (suspects_.empty()) return;
+  std::vector<std::tuple<MemberId, bool, Version>> confirmed;
+  for (const auto& key : suspects_) {
+    auto it = members_.find(std::get<0>(key));
+    if (it == members_.end() || silent(it->second.client)) confirmed.push_back(key);
+  }
+  for (const auto& [id, host, v] : confirmed) {
+    suspects_.erase({id, host, v});
+    mark_failed(id, host, v);
+  }
+}
+
+// The copy is confirmed failed: hidden from everybody, its data never offloaded or restored.
 void Core::mark_failed(MemberId id, bool from_offload, Version v) {
+  clear_reports(id, from_offload, v);
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& s = it->second;
@@ -336,7 +419,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
         continue;
       }
       reply_err(pending_[i].client, pending_[i].req, Status::kTransport,
-                "this member was reported failed by a reader; unpublish, then replicate again");
+                "this member was reported failed by its readers; unpublish, then replicate again");
       pending_.erase(pending_.begin() + static_cast<long>(i));
     }
     s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
@@ -356,8 +439,11 @@ void Core::on(const SourceFailed& e) {
   Lease l = it->second;
   m->bytes_reported = e.chunks_done;  // bytes of the stream held: the resume point
   m->reported_at = now_;
+  m->shunned.emplace(l.source, now_);  // this reader never gets it again in this transfer
+  // Judged while the lease still holds off the source's drain: the report always concerns
+  // the fill this reader was reading, whatever ending the lease does to it.
+  report_failure(l, e.client);
   end_lease(l.id);
-  mark_failed(l.source, l.from_offload, l.version);
   if (m->buf != Buf::kReceiving)
     return reply_err(e.client, e.req, Status::kState,
                      "a reader reported this member failed meanwhile: unpublish, then replicate again");

@@ -36,6 +36,11 @@ struct Config {
   Time heartbeat_timeout = 5'000'000; // a client silent this long is removed with its replicas
   int max_readers_per_source = 1;     // pipeline policy: concurrent readers of one source replica
   bool pipeline = true;               // hand out partial sources (replicas still receiving)
+  // A source reported failed (SourceFailed) is hidden from everybody only once confirmed:
+  // reported by this many distinct reader clients, or its client silent for longer than
+  // failure_silence (0: heartbeat_timeout / 2), or gone. The reporter alone avoids it at once.
+  int failure_reports = 2;
+  Time failure_silence = 0;
 };
 
 // ---- events (in) ----------------------------------------------------------------------
@@ -100,7 +105,8 @@ struct Unpublish {    // reply deferred until no lease on this member is active 
   RequestId req;
   MemberId member;
 };
-struct OffloadDone {  // retention: the member now serves `version` from host memory
+struct OffloadDone {  // retention: the member now serves `version` from host memory (an empty
+                      // descriptor: the copy could not be made; the drain goes on without it)
   ClientId client;
   RequestId req;
   MemberId member;

@@ -10,6 +10,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   for (const Pending& q : pending_)
     if (q.member == m.id)
       return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
+  m.shunned.clear();  // a new transfer (if any): what the last one reported no longer applies
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   Version v = -1;
   Status st = Status::kOk;

@@ -282,7 +282,13 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
     case Kind::kReplicate:
       switch (op.stage) {
         case Stage::kAsked:
-          if (r.status == sched::Status::kNotUpdated) return finish(Code::kNotUpdated);
+          if (r.status == sched::Status::kNotUpdated) {
+            // An update that lost its version during the transfer holds nothing any more:
+            // nothing newer than what it gave up is left, so the loss is its answer.
+            if (op.moved_on && phase_ != Phase::kHolding) return finish(op.error, op.detail + "; nothing newer is left");
+            return finish(Code::kNotUpdated);
+          }
+          if (!ok && move_on(code_of(r.status), "replicate: " + r.detail)) return;
           if (!ok) return finish(code_of(r.status), "replicate: " + r.detail);
           return on_grant(r);
         case Stage::kRecovering:
@@ -302,6 +308,7 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
           }
           return finish(Code::kSuccess);
         case Stage::kGivingUp:
+          if (move_on(op.error, op.detail)) return;  // the partial buffers are given up: ask again
           return finish(op.error, op.detail);
         default:
           return;
@@ -354,6 +361,32 @@ void MemberMachine::on_grant(const sched::Reply& r) {
   op.stage = Stage::kTransfer;
   if (r.source_partial) counters_.partial_sources++;
   out_.emplace_back(BeginTransfer{++transfer_, r.source_descriptor, r.source_partial, version_, have_, op.fill});
+}
+
+// A relative spec (latest, latest-k) asked for "the newest version that can be had": when the
+// version it resolved to is lost (VERSION_LOST: no holder left, before or during our
+// transfer), the spec is resolved once more and the new version is read from byte 0 under a
+// new fill (PrepareFill again; a partial holding was given up first: counter invalidated,
+// Unpublish answered). Once only: a second loss ends the operation. An absolute spec asked
+// for that version, and a shard of a multi-shard replica cannot move alone (its siblings
+// may already hold the lost version and must join one new round): both end VERSION_LOST.
+// An update keeps its newer_than: refused before its grant it still holds h; having lost the
+// version during the transfer it holds nothing, and a version not newer than the h it gave up
+// is no update (NOT_UPDATED then ends it with the loss).
+bool MemberMachine::move_on(Code code, const std::string& detail) {
+  Op& op = *op_;
+  if (op.kind != Kind::kReplicate || code != Code::kVersionLost || op.spec >= 0 || id_.num_shards != 1 ||
+      op.moved_on || op.cancel) {
+    return false;
+  }
+  op.moved_on = true;
+  counters_.moved_on++;
+  op.fill_promised = false;  // the new fill is prepared here
+  op.error = code;
+  op.detail = detail;
+  op.stage = Stage::kPreparing;
+  out_.emplace_back(PrepareFill{op.id});
+  return true;
 }
 
 void MemberMachine::give_up(Code code, const std::string& detail) {
@@ -556,7 +589,13 @@ void MemberMachine::on(const OffloadOrdered& e) {
 }
 
 void MemberMachine::on(const HostCopyMade& e) {
-  if (!e.ok) return;  // the registry keeps waiting; the unpublish completes once readers are gone
+  if (!e.ok) {
+    // Told with an empty descriptor: the registry drains us without a copy (it would otherwise
+    // wait for an OffloadDone that never comes, and our unpublish with it). A registry that
+    // went away meanwhile ordered nothing the next one waits for.
+    if (up_ && member_ != 0) send(Purpose::kOffloadDone, sched::OffloadDone{0, 0, member_, e.version, ""});
+    return;
+  }
   if (!up_ || member_ == 0) {
     out_.emplace_back(DropHostCopy{e.version});
     return;

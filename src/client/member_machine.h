@@ -134,6 +134,7 @@ class MemberMachine {
   [[nodiscard]] const std::set<int64_t>& host_copies() const { return host_; }
   struct Counters {
     uint64_t replications = 0, partial_sources = 0, source_failures = 0, offloads = 0, republished = 0;
+    uint64_t moved_on = 0;  // relative requests asked again after their version was lost
   };
   [[nodiscard]] const Counters& counters() const { return counters_; }
   [[nodiscard]] const MemberIdentity& identity() const { return id_; }
@@ -164,6 +165,7 @@ class MemberMachine {
     bool fill_promised = false;  // replicate: a registry may have granted under its descriptor
                                  // (the answer was lost): asking again needs a new fill
     bool cancel = false;      // THUB_Cancel asked
+    bool moved_on = false;    // its version was lost and the spec resolved once more
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;
   };
@@ -177,6 +179,7 @@ class MemberMachine {
   void on(const OpUnpublish& e);
   void on(const OpClose& e);
   void on(const OpCancel& e);
+  bool move_on(Code code, const std::string& detail);
   void on(const RegistryReply& e);
   void on(const RegistryNoReply& e);
   void on(const RegistryLost& e);

@@ -220,8 +220,10 @@ TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   EXPECT_TRUE(has(s, "waiting=1")) << s;
   EXPECT_TRUE(has(s, "holder policy v1 shard 0/1 reader partial bytes>=" + std::to_string(held) + " live=False"))
       << s << "reader holds " << held;
-  // Reported failed, the victim holds nothing the registry would hand out; its own read goes on.
-  EXPECT_FALSE(has(s, "holder policy v1 shard 0/1 victim")) << s;
+  // One reader's report is a rumour (failures are judged: docs/sched.md), and the victim's
+  // silence is judged only after failure_silence (here 300 s): it stays listed, its own read
+  // goes on, and the reporter alone waits for another source.
+  EXPECT_TRUE(has(s, "holder policy v1 shard 0/1 victim partial")) << s;
   EXPECT_TRUE(has(s, "transfer policy v1 trainer -> victim")) << s;
   EXPECT_FALSE(has(s, "-> reader")) << s;  // it waits for a source
   ToolRun h = info("--registry " + d.address);

@@ -28,6 +28,65 @@ TEST(RetentionTest, LastNonSpotHolderOffloads) {
   h.done(2, r, g->lease);
 }
 
+// A host copy that could not be made (OffloadDone without a descriptor, e.g. no host memory):
+// the unpublish used to wait for an OffloadDone that never came. It completes (after the
+// readers, as any drain) with no copy (the version is lost: nobody else keeps it), and the holding
+// is not asked to offload again; a later publish of the member is retained as usual.
+TEST(RetentionTest, FailedHostCopyLetsTheUnpublishComplete) {
+  Harness h;
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t", 0, 1, /*retain=*/2);
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  RequestId u = h.unpublish(1, t);
+  EXPECT_FALSE(h.reply_to(1, u));
+  ASSERT_EQ(h.all<Offload>().size(), 1u);
+  RequestId od = h.offload_done(1, t, 1, "");
+  EXPECT_EQ(h.reply_to(1, od)->status, Status::kOk);
+  auto ack = h.reply_to(1, u);
+  ASSERT_TRUE(ack) << "the unpublish waits for a host copy that was never made";
+  EXPECT_EQ(ack->status, Status::kOk);
+  EXPECT_TRUE(h.all<Offload>().empty()) << "asked to offload again";
+  MemberId r = h.open(2, "pol", "r");
+  auto lost = h.replicate_now(2, r, 1);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->status, Status::kVersionLost);
+  // The next holding starts with retention as before.
+  ASSERT_EQ(h.publish(1, t, 2), Status::kOk);
+  h.unpublish(1, t);
+  auto off = h.all<Offload>();
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].version, 2);
+}
+
+// The same for an update in place whose old holding is offloaded first: the update goes on,
+// and no copy of the old version is served.
+TEST(RetentionTest, FailedHostCopyLetsTheUpdateInPlaceGoOn) {
+  Harness h;
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t", 0, 1, /*retain=*/2);
+  MemberId p = h.open(2, "pol", "p");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  ASSERT_EQ(h.publish(2, p, 2), Status::kOk);
+  RequestId q = h.replicate(1, t, -1, /*newer_than=*/1);
+  auto off = h.all<Offload>();
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].version, 1);
+  EXPECT_FALSE(h.reply_to(1, q));
+  h.offload_done(1, t, 1, "");
+  auto g = h.reply_to(1, q);
+  ASSERT_TRUE(g) << "the update waits for a host copy that was never made";
+  EXPECT_EQ(g->status, Status::kOk);
+  EXPECT_EQ(g->version, 2);
+  // No copy of v1 is served (a copy without a descriptor is no copy).
+  h.connect(3);
+  MemberId r = h.open(3, "pol", "r");
+  auto lost = h.replicate_now(3, r, 1);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->status, Status::kVersionLost) << lost->source_descriptor;
+}
+
 TEST(RetentionTest, SpotDoesNotCountAndDoesNotOffload) {
   Harness h;
   h.connect(1);

@@ -19,10 +19,10 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
   strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
   timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
-  offload_failures_ = std::getenv("THUB_SIM_OFFLOAD_FAILURES") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
+  cfg_.failure_reports = 1 + static_cast<int>(r(3));
   reg_ = std::make_unique<Registry>(cfg_);
 }
 
@@ -101,6 +101,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   } else if (c && !sessions_.count(c)) {
     return;  // the server closed that connection: nothing more is read from it
   }
+  judge_silent_view(ev);
   view_before(ev);
   // An update in place hides the member's holding unless it is answered with an error at
   // once (then the holding is untouched).
@@ -109,7 +110,11 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     const Session& ss = sessions_.at(u->client);
     for (size_t k = 0; k < ss.sh.size(); ++k)
       if (ss.sh[k].id == u->member && ss.sh[k].reg_v == u->newer_than) in_place = {u->client, static_cast<int>(k)};
+    if (in_place.second >= 0)
+      if (auto it = sessions_.at(u->client).out.find(u->req); it != sessions_.at(u->client).out.end())
+        it->second.in_place = true;
   }
+  updating_now_ = in_place.second >= 0 ? sessions_.at(in_place.first).sh[in_place.second].id : 0;
   mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
   // `retain` before the step: an ack decided at a drain's end (deadlines and orphans come
   // first) must not be judged by a member that the same step's Open adds afterwards.
@@ -143,6 +148,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
     hello_.erase(con->client);
   }
   if (std::holds_alternative<Heartbeat>(ev)) echo(c);  // the server answers every heartbeat
+  forget_models();
   sweep_host_copies();
   check_reader_limit();
   check_no_idle_wait();
@@ -168,20 +174,11 @@ void World::view_before(const Event& ev) {
         } else if constexpr (std::is_same_v<E, TransferDone>) {
           if (undecided(e.client, e.req)) held_.erase(e.lease);
         } else if constexpr (std::is_same_v<E, SourceFailed>) {
-          // Only its first delivery marks the source failed: the registry ignores a retry
-          // while the regrant is deferred, and the source may hold something new by then.
+          // Only its first delivery is a report: the registry ignores a retry while the
+          // regrant is deferred, and the source may hold something new by then.
           if (!first_delivery(e.client, e.req)) return;
           mark_delivered(e.client, e.req);
-          if (auto l = lease_src_.find(e.lease); l != lease_src_.end() && held_.count(e.lease)) {
-            const LeaseView& lv = l->second;
-            if (lv.host) {  // the registry drops that host copy, the buffers are not touched
-              if (ShardView* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
-              failed_host_.insert({lv.src, lv.v});
-            } else {
-              hide(lv.src);
-              failed_.insert(lv.src);  // the registry now counts its data as lost
-            }
-          }
+          if (held_.count(e.lease)) reported(e);  // judged while the lease is active
           held_.erase(e.lease);  // ended at once, even when the regrant is deferred
         } else if constexpr (std::is_same_v<E, Disconnect>) {
           release_reads(members_of(e.client), 0);
@@ -284,6 +281,9 @@ void World::restart_registry() {
   suspect_.clear();
   failed_.clear();
   failed_host_.clear();
+  last_seen_.clear();
+  reports_.clear();
+  shunned_.clear();
   lease_src_.clear();
   held_.clear();
   for (size_t k = 0; k < actors_.size(); ++k) {

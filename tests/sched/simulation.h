@@ -19,6 +19,12 @@ struct SimResult {
   uint64_t transfers = 0, source_failures = 0;  // transfers ended, of them with source_failed
   uint64_t reconnects = 0, gone = 0, timeouts = 0, partitions = 0, stalls = 0, cancels = 0;
   uint64_t skewed = 0;  // sessions whose transaction checks were off (see Session::skewed)
+  // failure judgment (sched/transaction.cc: report_failure) and lost versions
+  uint64_t reports = 0;       // SourceFailed reports the registry judged
+  uint64_t confirmed = 0;     // copies judged failed (by reports or silence)
+  uint64_t judged_alive = 0;  // reporters told their reported sources still stand (kTransport)
+  uint64_t moved_on = 0;      // relative requests asked again after their version was lost
+  uint64_t copy_failures = 0; // host copies that could not be made (OffloadDone without one)
 };
 
 // Runs one seeded schedule: `steps` workload steps of 10 ms with faults, then a quiet phase

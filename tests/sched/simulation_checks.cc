@@ -4,8 +4,11 @@
 // each decision: reader limits, no idle wait, one version and one source replica per
 // transaction, drains and retention on unpublish, and that every request is answered.
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "tests/sched/simulation_world.h"
 
@@ -31,6 +34,21 @@ bool World::retained_now(const std::string& model, Version v) const {
   for (auto it = pit->second.rbegin(); it != pit->second.rend() && j < k; ++it, ++j)
     if (*it == v) return true;
   return false;
+}
+
+// The registry forgets a model whose last member is forgotten (Close, client removal), and
+// with it the versions published (a new job may start the numbers again): retention then
+// counts only what is published after (seed 7859 with THUB_SIM_OFFLOAD_FAILURES=1: the view
+// kept v7 of a forgotten model and dropped the host copy of the newest v6 that the registry
+// rightly kept).
+void World::forget_models() {
+  for (auto it = published_.begin(); it != published_.end();) {
+    bool open = false;
+    for (const auto& [cid, ss] : sessions_)
+      if (actor_of(ss).name == it->first)
+        for (const ShardView& t : ss.sh) open = open || t.id != 0;
+    it = open ? std::next(it) : published_.erase(it);
+  }
 }
 
 void World::sweep_host_copies() {
@@ -153,6 +171,9 @@ void World::check_no_idle_wait() {
       }
       auto idle = [&](const ShardView& t) { return load[t.id] < cfg_.max_readers_per_source; };
       const int s = out.shard;
+      // A regrant never goes back to a source its reader reported in this transfer.
+      const std::map<MemberId, Time>* shuns = nullptr;
+      if (auto sn = shunned_.find(ss.sh[s].id); out.op == Op::kFailed && sn != shunned_.end()) shuns = &sn->second;
       std::string who;
       for (const auto& [bid, bs] : sessions_) {
         const Actor& b = actor_of(bs);
@@ -161,7 +182,7 @@ void World::check_no_idle_wait() {
           bool all = true;
           for (const ShardView& t : bs.sh) all = all && complete_holder(t, v) && idle(t);
           if (all) who = b.replica;
-        } else if (complete_holder(bs.sh[s], v) && idle(bs.sh[s])) {
+        } else if (complete_holder(bs.sh[s], v) && idle(bs.sh[s]) && !(shuns && shuns->count(bs.sh[s].id))) {
           who = b.replica;
         }
       }
@@ -253,34 +274,61 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     Version v = std::get<Publish>(out.ev).version;
     published_[a.name].insert(v);
     sh.reg_v = v;
+    sh.copy_failed = -1;
     suspect_.erase(sh.id);
-    failed_.erase(sh.id);
+    new_fill(sh.id);
   }
+  if (out.op == Op::kDone) done_read(std::get<TransferDone>(out.ev).lease, rep);
   if (out.op == Op::kDone && ok) {
     sh.reg_v = rep.version;
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
   }
-  if (out.op == Op::kOffloadDone && ok) {
-    sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
+  if (out.op == Op::kOffloadDone && ok && std::get<OffloadDone>(out.ev).descriptor.empty()) {
+    sh.offload_ordered = -1;  // no copy: the drain goes on without one
+    sh.copy_failed = std::get<OffloadDone>(out.ev).version;
+  } else if (out.op == Op::kOffloadDone && ok) {
+    Version v = std::get<OffloadDone>(out.ev).version;
+    sh.host_reg.insert(v);
     sh.offload_ordered = -1;
+    forget_reports(sh.id, true, v);  // a new copy
+    failed_host_.erase({sh.id, v});
   }
   if ((out.op == Op::kReplicate || out.op == Op::kFailed) && ok) {
     ++res_.grants;
-    lease_src_[rep.lease] = LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host/", 0) == 0};
+    const bool host = rep.source_descriptor.rfind("host/", 0) == 0;
+    // A copy confirmed failed is hidden from everybody until it is filled again.
+    if (host ? failed_host_.count({rep.source, rep.version}) > 0 : failed_.count(rep.source) > 0)
+      return fail("member " + std::to_string(sh.id) + " was granted " + (host ? "the host copy of " : "") + "member " +
+                  std::to_string(rep.source) + ", which was confirmed failed");
+    // The reporter itself never gets a source it reported again in the same transfer.
+    if (out.op == Op::kFailed)
+      if (auto sn = shunned_.find(sh.id); sn != shunned_.end() && sn->second.count(rep.source))
+        return fail("member " + std::to_string(sh.id) + " was granted member " + std::to_string(rep.source) +
+                    " again after reporting it failed in the same transfer");
+    lease_src_[rep.lease] = LeaseView{rep.source, rep.version, host};
     if (out.op == Op::kReplicate && read_by_lease(sh.id, false, -1))
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     held_[rep.lease] = Held{rep.source, sh.id, 0};
-    failed_.erase(sh.id);  // a reader's report of its earlier buffers: this fill is new
-    if (out.op == Op::kReplicate && out.round == ss.txn_round && !skewed(c)) check_transaction(c, s, rep);
+    if (out.op == Op::kReplicate) {
+      new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new
+      sh.copy_failed = -1;
+    }
+    // (A single shard has no transaction to share; it may ask twice in a round: moved on.)
+    if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && !skewed(c)) check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  if (out.op == Op::kFailed && rep.status == Status::kTransport &&
+      rep.detail.find("only by sources that failed for this reader") != std::string::npos)
+    ++res_.judged_alive;
+  if (rep.status == Status::kVersionLost) check_version_lost(c, s, out, rep);
   // A shard withdrawn from its round at the registry: the transaction another shard opens
   // next waits for it (the stale-transaction finding).
   if (out.op == Op::kReplicate && rep.status == Status::kCanceled && a.n > 1) mark_skewed(c, "a shard was canceled");
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);
+    new_fill(sh.id);
   }
 }
 
@@ -306,9 +354,8 @@ void World::check_transaction(ClientId c, int s, const Reply& rep) {
   if (fs == sessions_.end()) return;
   const ShardView& ps = fs->second.sh[s];
   const Actor& fa = actors_[fs->second.actor];
-  bool receiving = fa.alive && fa.conn.cid == ss.first_src && s < static_cast<int>(fa.sh.size()) &&
-                   fa.sh[s].m->receiving() == ss.first_v && fa.sh[s].job;
-  bool serves = ps.reg_v == ss.first_v || receiving;
+  // (a partial whose chain no longer ends at a complete holder is not chosen any more)
+  bool serves = ps.reg_v == ss.first_v || grounded_view(ps.id, ss.first_v);
   // the planned shard served all along (a member unpublished and re-filled meanwhile
   // counts as vanished: the registry rightly chose anew)
   bool same = s < static_cast<int>(ss.first_plan.size()) && ss.first_plan[s].first == ps.id &&
@@ -330,6 +377,8 @@ void World::check_unpublish_ack(ClientId c, int s) {
   Version v = sh.unpub_v;
   // (Not when a reader reported its copy failed: the version was lost by that, not by this.)
   if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id) || failed_host_.count({sh.id, v})) return;
+  // (Nor when its host copy could not be made: the registry had no copy to keep.)
+  if (sh.copy_failed == v) return;
   // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
   // decided with a value between before and after; only the smaller one is sure.
   int k = std::min(model_retain(a.name), retain_before_[a.name]);
@@ -354,6 +403,162 @@ void World::check_unpublish_ack(ClientId c, int s) {
          << " reg_v=" << bs.sh[s].reg_v << " suspect=" << suspect_.count(bs.sh[s].id) << "]";
   fail("retained version " + std::to_string(v) + " of " + a.name + " lost its last non-spot holder " + a.replica +
        " by unpublish;" + os.str());
+}
+
+// kVersionLost is said only when nothing is left to read, and never to a request for the
+// latest (latest-k): those resolve only among versions that are not lost. Single-shard
+// replicas only: a shard of a larger one shares its transaction's answer, decided earlier.
+void World::check_version_lost(ClientId c, int s, const Out& out, const Reply& rep) {
+  const Session& ss = sessions_.at(c);
+  const Actor& a = actor_of(ss);
+  const ShardView& sh = ss.sh[s];
+  if (a.n != 1) return;
+  Version v = -1;
+  if (out.op == Op::kReplicate) {
+    const auto& e = std::get<Replicate>(out.ev);
+    // A requester's own host copy is a holder of the version that it cannot read from.
+    bool own_copies = !sh.host_reg.empty() || sh.offload_ordered >= 0 ||
+                      (a.alive && a.conn.cid == c && s < static_cast<int>(a.sh.size()) && !a.sh[s].host.empty());
+    // An update in place fixes its version when it begins and is granted after its drain:
+    // the version may be lost meanwhile (the answer then says "still holding").
+    if (e.spec < 0 && !own_copies && !out.in_place)
+      return fail("request " + std::to_string(rep.req) + " of " + a.replica + " for spec " + std::to_string(e.spec) +
+                  " was answered VERSION_LOST: a relative spec resolves only among versions that are not lost");
+    v = e.spec;
+  } else if (out.op == Op::kFailed) {
+    auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
+    if (l == lease_src_.end()) return;
+    v = l->second.v;
+  }
+  if (v < 0) return;
+  // Judged at the moment of the decision (a later answer of the same step may restore a
+  // holding), but after the retention drops of this step: a Publish decided just before
+  // may have dropped a host copy, and a waiter for its version is then told it is lost.
+  // An update in place delivered in this step hides its holding before the waiters are
+  // retried; the view hides it only after the step (unless it was refused at once).
+  sweep_host_copies();
+  std::string who;
+  for (const auto& [bid, bs] : sessions_) {
+    const Actor& b = actor_of(bs);
+    const ShardView& t = bs.sh[0];
+    if (who.empty() && b.model == a.model && b.n == 1 && t.id != sh.id && t.id != updating_now_ && complete_holder(t, v))
+      who = b.replica;
+  }
+  if (!who.empty())
+    fail("request " + std::to_string(rep.req) + " of " + a.replica + " was answered VERSION_LOST for v" +
+         std::to_string(v) + " while " + who + " holds it");
+}
+
+// Is member m receiving v through a chain that ends at a registry-visible complete holder or
+// host copy? (The registry picks a partial source only then.) Hidden holders do not count:
+// where the view cannot tell, the chain counts as broken, which only relaxes the checks.
+bool World::grounded_view(MemberId m, Version v) {
+  for (size_t hops = 0; hops <= owner_.size() + 1; ++hops) {
+    const ClientId c = session_of(m);
+    if (!c) return false;
+    const Actor& a = actor_of(sessions_.at(c));
+    const int s = owner_.at(m).second;
+    if (!a.alive || a.conn.cid != c || s >= static_cast<int>(a.sh.size())) return false;
+    const Shard& t = a.sh[s];
+    if (t.m->member() != m || t.m->receiving() != v || !t.job) return false;
+    auto l = lease_src_.find(t.m->lease());
+    if (l == lease_src_.end()) return false;
+    const ShardView* src = reg_view(l->second.src);
+    if (!src) return false;
+    if (l->second.host) return src->host_reg.count(v) > 0;
+    if (src->reg_v == v && !suspect_.count(src->id)) return true;
+    m = src->id;
+  }
+  return false;
+}
+
+// ---- failure judgment, mirrored: sched/transaction.cc (report_failure, judge_silent) -------
+
+ClientId World::session_of(MemberId m) const {
+  auto o = owner_.find(m);
+  if (o == owner_.end()) return 0;
+  auto ss = sessions_.find(o->second.first);
+  if (ss == sessions_.end() || ss->second.sh[o->second.second].id != m) return 0;
+  return o->second.first;
+}
+
+bool World::silent_view(ClientId c) const {
+  Time silence = cfg_.failure_silence > 0 ? cfg_.failure_silence : cfg_.heartbeat_timeout / 2;
+  auto it = last_seen_.find(c);
+  return it == last_seen_.end() || now_ - it->second > silence;
+}
+
+// The registry refreshes the sender's deadline clock, then judges every reported copy whose
+// source's client is silent, before it decides anything in the step.
+void World::judge_silent_view(const Event& ev) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (!std::is_same_v<E, Tick> && !std::is_same_v<E, Disconnect>) last_seen_[e.client] = now_;
+      },
+      ev);
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    auto [m, host, v] = it->first;
+    ClientId c = session_of(m);
+    if (c && !silent_view(c)) {
+      ++it;
+      continue;
+    }
+    it = reports_.erase(it);
+    if (c) confirm(m, host, v);
+  }
+}
+
+void World::reported(const SourceFailed& e) {
+  auto l = lease_src_.find(e.lease);
+  if (l == lease_src_.end()) return;
+  const LeaseView lv = l->second;
+  shunned_[e.member].emplace(lv.src, now_);
+  ClientId c = session_of(lv.src);
+  if (!c) return;  // gone: hidden already
+  if (lv.host) {
+    const ShardView* t = reg_view(lv.src);
+    if (!t || !t->host_reg.count(lv.v)) return;  // dropped already
+  }
+  ++res_.reports;
+  auto key = std::make_tuple(lv.src, lv.host, lv.v);
+  std::set<ClientId>& reps = reports_[key];
+  reps.insert(e.client);
+  if (static_cast<int>(reps.size()) < cfg_.failure_reports && !silent_view(c)) return;
+  reports_.erase(key);
+  confirm(lv.src, lv.host, lv.v);
+}
+
+void World::confirm(MemberId m, bool host, Version v) {
+  trace("member " + std::to_string(m) + (host ? " host copy" : "") + " v" + std::to_string(v) +
+        " confirmed failed in the view");
+  ++res_.confirmed;
+  if (host) {
+    if (ShardView* t = reg_view(m)) t->host_reg.erase(v);
+    failed_host_.insert({m, v});
+  } else {
+    hide(m);
+    failed_.insert(m);  // the registry now counts its data as lost
+  }
+}
+
+void World::forget_reports(MemberId m, bool host, Version v) { reports_.erase({m, host, v}); }
+
+void World::new_fill(MemberId m) {
+  for (auto it = reports_.lower_bound({m, false, INT64_MIN});
+       it != reports_.end() && std::get<0>(it->first) == m && !std::get<1>(it->first);)
+    it = reports_.erase(it);
+  failed_.erase(m);
+  shunned_.erase(m);
+}
+
+// A TransferDone the registry took with its lease active (answered kOk, or kState because
+// the reader itself was judged failed meanwhile) is a complete read: its source's reports go.
+void World::done_read(LeaseId lease, const Reply& rep) {
+  bool active = rep.status == Status::kOk || rep.detail.rfind("a reader reported", 0) == 0;
+  auto l = lease_src_.find(lease);
+  if (!active || l == lease_src_.end()) return;
+  forget_reports(l->second.src, l->second.host, l->second.v);
 }
 
 // After the quiet phase the registry has answered every request it saw from a live session.

@@ -16,7 +16,10 @@ void World::feed(int i, int s, const MachineEvent& ev) {
   if (!res_.ok) return;
   Actor& a = actors_[i];
   if (!a.alive || s >= static_cast<int>(a.sh.size()) || !a.sh[s].m) return;
-  execute(i, s, a.sh[s].m->step(ev));
+  const uint64_t moved_on = a.sh[s].m->counters().moved_on;
+  std::vector<MachineAction> actions = a.sh[s].m->step(ev);
+  res_.moved_on += a.sh[s].m->counters().moved_on - moved_on;
+  execute(i, s, std::move(actions));
 }
 
 void World::execute(int i, int s, std::vector<MachineAction> actions) {
@@ -89,7 +92,8 @@ void World::act(int i, int s, const MachineAction& action) {
                 return fail(b.replica + "/" + std::to_string(s) + " was told to copy version " + std::to_string(v) +
                             " to host memory, but its buffers hold something else (phase " +
                             std::to_string(static_cast<int>(t.m->phase())) + ")");
-            if (offload_failures_ && chance(100)) {  // e.g. host memory exhausted
+            if (chance(20)) {  // 2% of host copies fail (e.g. host memory exhausted)
+              ++res_.copy_failures;
               feed(i, s, client::HostCopyMade{v, false, "", "no host memory"});
               return;
             }

@@ -46,6 +46,11 @@ TEST(SimulationTest, TenThousandSeeds) {
     sum.partitions += r.partitions;
     sum.stalls += r.stalls;
     sum.cancels += r.cancels;
+    sum.reports += r.reports;
+    sum.confirmed += r.confirmed;
+    sum.judged_alive += r.judged_alive;
+    sum.moved_on += r.moved_on;
+    sum.copy_failures += r.copy_failures;
     skewed_seeds += r.skewed > 0;
   }
   // The workload must actually exercise the policies and the client's paths.
@@ -61,6 +66,12 @@ TEST(SimulationTest, TenThousandSeeds) {
   EXPECT_GT(sum.cancels, 0u);
   if (seeds >= 1000) {
     EXPECT_GT(sum.gone, 0u);
+    // failure judgment and lost versions are exercised too
+    EXPECT_GT(sum.confirmed, 0u);
+    EXPECT_GT(sum.reports, sum.confirmed);
+    EXPECT_GT(sum.judged_alive, 0u);
+    EXPECT_GT(sum.moved_on, 0u);
+    EXPECT_GT(sum.copy_failures, 0u);
   }
   // Sessions with the stale-transaction finding have some checks off (docs/sched.md; about a
   // quarter of the seeds have one): they must not become the rule, or the simulation would
@@ -69,7 +80,8 @@ TEST(SimulationTest, TenThousandSeeds) {
   std::printf(
       "%llu seeds: %llu events, %llu grants, %llu offloads, %llu restarts, %llu crashes; client: %llu operations "
       "(%llu ok), %llu transfers (%llu source failures), %llu reconnects, %llu gone, %llu partitions, %llu stalls, "
-      "%llu cancels; %llu seeds with a skewed session\n",
+      "%llu cancels, %llu moved on after a lost version; %llu failure reports, %llu confirmed, %llu reporters told "
+      "the source stands; %llu host copies failed; %llu seeds with a skewed session\n",
       static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(sum.events),
       static_cast<unsigned long long>(sum.grants), static_cast<unsigned long long>(sum.offloads),
       static_cast<unsigned long long>(sum.restarts), static_cast<unsigned long long>(sum.crashes),
@@ -77,7 +89,10 @@ TEST(SimulationTest, TenThousandSeeds) {
       static_cast<unsigned long long>(sum.transfers), static_cast<unsigned long long>(sum.source_failures),
       static_cast<unsigned long long>(sum.reconnects), static_cast<unsigned long long>(sum.gone),
       static_cast<unsigned long long>(sum.partitions), static_cast<unsigned long long>(sum.stalls),
-      static_cast<unsigned long long>(sum.cancels), static_cast<unsigned long long>(skewed_seeds));
+      static_cast<unsigned long long>(sum.cancels), static_cast<unsigned long long>(sum.moved_on),
+      static_cast<unsigned long long>(sum.reports), static_cast<unsigned long long>(sum.confirmed),
+      static_cast<unsigned long long>(sum.judged_alive), static_cast<unsigned long long>(sum.copy_failures),
+      static_cast<unsigned long long>(skewed_seeds));
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 // memory is gone (crash, new registration, dropped host copy) or that changed fill fails
 // (source_failed, resume elsewhere from what was checked); a link that stops moving is given
 // up after kStallTimeout. Links are fast, slow across datacenters, or slow as a fault.
+// Readers also fail on their own side while the source is healthy (2% of the reads of a
+// complete source; a partial source followed for longer than kPartialPatience): the registry
+// must judge such reports, not hide the source on one word.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -75,6 +78,11 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   if (actors_[j.src.actor].dc != me.dc) j.per_chunk = (5 + static_cast<Time>(r(10))) * kMs;  // the slow link
   if (!quiet_ && chance(50)) j.per_chunk = (20 + static_cast<Time>(r(60))) * kMs;             // a slow read
   if (!quiet_ && chance(20)) j.stall_at = now_ + static_cast<Time>(r(static_cast<uint64_t>(j.per_chunk * total + 1)));
+  j.started = now_;
+  // Reader-side failures of a healthy source: 2% of the reads of a complete source break on
+  // the reader's own side (its link, its process) and are reported as the source's failure.
+  if (!quiet_ && !a.source_partial && j.held < total && chance(20))
+    j.false_report = j.held + static_cast<int>(r(static_cast<uint64_t>(total - j.held)));
   sh.job = j;
   trace(me.replica + "/" + std::to_string(s) + " transfer " + std::to_string(a.transfer) + " of v" +
         std::to_string(a.version) + " begins from " + a.source_descriptor + (a.source_partial ? " (partial)" : "") +
@@ -147,6 +155,8 @@ void World::on_counter(int i, int s, uint64_t serial, int probe) {
       j->held = j->checked;
       sh.counter = Counter{j->fill, j->held};  // data first, then our counter (chained readers)
     }
+    if (j->false_report >= 0 && j->held >= j->false_report && j->held < total)
+      return end_transfer(i, s, Code::kTransport, true, "the reader's own link broke (its source is healthy)");
   } else if (j->seen_fill || !j->may_lag) {
     // The source's buffers were given up or refilled since the grant: nothing read since the
     // last good counter read is trusted.
@@ -166,6 +176,10 @@ void World::watchdog(int i, int s, uint64_t serial) {
   if (!j) return;
   if (now_ - j->last_progress > kStallTimeout)
     return end_transfer(i, s, Code::kTransport, true, "the source made no progress (stalled or gone)");
+  // A reader whose patience with a partial source is shorter than the chain it follows
+  // reports a healthy source (its own stall watchdog, docs/sched.md: failures are judged).
+  if (j->may_lag && now_ - j->started > kPartialPatience)
+    return end_transfer(i, s, Code::kTransport, true, "the partial source kept us waiting too long");
   at(50 * kMs, [=] { watchdog(i, s, serial); });
 }
 

@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct Out {             // one request as the registry sees it
   bool decided = false;    // the registry answered it once (later answers repeat the cache)
   bool delivered = false;  // the registry has seen it (so it is deferred until decided)
   Status status = Status::kOk;
+  bool in_place = false;   // a Replicate the registry took as an update in place
 };
 
 struct ShardView {       // one member of a session, as the registry sees it
@@ -59,6 +61,8 @@ struct ShardView {       // one member of a session, as the registry sees it
   Version unpub_v = -1;        // reg_v when its Unpublish was first delivered
   std::set<Version> host_reg;  // host copies (OffloadDone accepted)
   Version offload_ordered = -1;  // Offload ordered, OffloadDone not yet taken
+  Version copy_failed = -1;      // its host copy of this version could not be made (OffloadDone
+                                 // without a descriptor): its unpublish may lose the version
   bool round_decided = true;   // its Replicate of the session's transaction round was answered
 };
 
@@ -119,6 +123,9 @@ struct Job {             // BeginTransfer .. TransferEnded
   bool counter_read = false;  // a counter read in flight
   Time per_chunk = kMs, last_progress = 0;
   Time stall_at = -1;    // a link stall fault: nothing lands from then on
+  Time started = 0;      // the grant arrived (a watchdog on partial sources)
+  int false_report = -1; // a reader-side failure: at this many chunks held, the reader's
+                         // own link breaks and it reports its healthy source failed
 };
 
 struct OpRecord {        // an operation the program started and the machine has not completed
@@ -265,6 +272,7 @@ class World {
   bool retained_now(const std::string& model, Version v) const;
   int model_retain(const std::string& model) const;
   void sweep_host_copies();
+  void forget_models();
   std::set<MemberId> members_of(ClientId c) const;
   void release_reads(const std::set<MemberId>& readers, Time until);
   std::map<MemberId, int> outside_load(bool with_reservations);
@@ -280,6 +288,18 @@ class World {
   void check_transaction(ClientId c, int s, const Reply& rep);
   bool read_by_lease(MemberId src, bool host, Version v);
   void check_unpublish_ack(ClientId c, int s);
+  void check_version_lost(ClientId c, int s, const Out& out, const Reply& rep);
+  bool grounded_view(MemberId m, Version v);
+  // Failure judgment as the registry does it (sched/transaction.cc: report_failure,
+  // judge_silent), from what was delivered and decided:
+  ClientId session_of(MemberId m) const;  // the registry-known session holding member m, or 0
+  bool silent_view(ClientId c) const;
+  void judge_silent_view(const Event& ev);  // before each step: touch, then judge silence
+  void reported(const SourceFailed& e);     // a SourceFailed the registry takes
+  void confirm(MemberId m, bool host, Version v);
+  void forget_reports(MemberId m, bool host, Version v);
+  void new_fill(MemberId m);                // the member's buffers start a new fill
+  void done_read(LeaseId lease, const Reply& rep);  // a TransferDone decided
   void liveness();
   const Actor& actor_of(const Session& ss) const { return actors_[ss.actor]; }
 
@@ -290,7 +310,6 @@ class World {
   bool strict_ = false;  // THUB_SIM_STRICT: no check is exempted for a skewed session
   // Faults off by default, each of which shows a known open finding (docs/sched.md):
   bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
-  bool offload_failures_ = false;  // THUB_SIM_OFFLOAD_FAILURES: some host copies fail
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
   // A skewed session's stale transaction also keeps source slots of its model reserved,
@@ -325,8 +344,14 @@ class World {
   std::map<int, int> shards_;
   std::set<MemberId> suspect_;
   std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
-  std::set<MemberId> failed_;  // named by a delivered SourceFailed
-  std::set<std::pair<MemberId, Version>> failed_host_;  // host copies named by one
+  std::set<MemberId> failed_;  // live buffers confirmed failed (until their next fill)
+  std::set<std::pair<MemberId, Version>> failed_host_;  // host copies confirmed failed
+  std::map<ClientId, Time> last_seen_;  // the registry's deadline clock of each client
+  // Reader clients that reported a copy failed, not yet judged: (source, host copy, version).
+  std::map<std::tuple<MemberId, bool, Version>, std::set<ClientId>> reports_;
+  // Sources each reader member reported during its current transfer (and when).
+  std::map<MemberId, std::map<MemberId, Time>> shunned_;
+  MemberId updating_now_ = 0;  // the holder whose update in place this step delivers
   struct LeaseView {
     MemberId src = 0;
     Version v = -1;
@@ -352,6 +377,7 @@ constexpr Time kReconnectFor = 1500 * kMs;    // reconnect_ms: then RegistryGone
 constexpr Time kRetryEvery = 150 * kMs;       // a request without an answer is sent again
 constexpr Time kConnectTimeout = 200 * kMs;   // registry_connect_timeout_ms
 constexpr Time kStallTimeout = 200 * kMs;     // stall_timeout_ms of a transfer
+constexpr Time kPartialPatience = 600 * kMs;  // a reader gives up on a partial source then
 constexpr int kMaxChunks = 8;
 
 }  // namespace thub::sched::sim::detail

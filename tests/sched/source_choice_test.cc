@@ -74,8 +74,12 @@ TEST(SourceChoiceTest, NoPipelineDefersUntilLeaseEnds) {
   EXPECT_EQ(g2->source, t);  // tie between t and r1 (both idle): the oldest
 }
 
+// With failure_reports = 1 every report hides its source at once (the rule before failures
+// were judged; source_failure_test.cc has the default's): no holder is left after two.
 TEST(SourceChoiceTest, SourceFailedGivesNewSourceOrVersionLost) {
-  Harness h(Config{5'000'000, 1, false});
+  Config cfg{5'000'000, 1, false};
+  cfg.failure_reports = 1;
+  Harness h(cfg);
   h.connect(1);
   h.connect(4);
   MemberId a = h.open(1, "pol", "a"), b = h.open(4, "pol", "b");

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "src/common/codec.h"
+#include "src/registry/auth.h"
 
 namespace thub::registry {
 
@@ -23,8 +24,8 @@ FrameHeader decode_header(std::string_view bytes) {
   FrameHeader h;
   h.version = r.u16();
   if (h.version != kProtocolVersion) {
-    throw CodecError("unsupported protocol version " + std::to_string(h.version) + " (this registry speaks " +
-                     std::to_string(kProtocolVersion) + ")");
+    throw CodecError("unsupported protocol version " + std::to_string(h.version) + " (this side speaks " +
+                     std::to_string(kProtocolVersion) + ": client and registry must be of the same release)");
   }
   h.type = static_cast<MsgType>(r.u16());
   h.req = r.u64();
@@ -35,17 +36,37 @@ FrameHeader decode_header(std::string_view bytes) {
 
 std::string encode_hello(const Hello& h) {
   Writer w;
-  w.str(h.token).str(h.datacenter);
+  w.str(h.nonce).str(h.datacenter);
   return w.take();
 }
 
 Hello decode_hello(std::string_view payload) {
   Reader r(payload, kMaxNameBytes);
   Hello h;
-  h.token = r.str();
+  h.nonce = r.str();
+  if (h.nonce.size() != kNonceBytes) {
+    throw CodecError("HELLO's nonce has " + std::to_string(h.nonce.size()) + " bytes, not " +
+                     std::to_string(kNonceBytes));
+  }
   h.datacenter = r.str();
   r.expect_end();
   return h;
+}
+
+std::string encode_secret_field(std::string_view bytes) {
+  Writer w;
+  w.str(bytes);
+  return w.take();
+}
+
+std::string decode_secret_field(std::string_view payload, size_t size, const char* what) {
+  Reader r(payload, size);
+  std::string s = r.str();
+  r.expect_end();
+  if (s.size() != size) {
+    throw CodecError(std::string(what) + " has " + std::to_string(s.size()) + " bytes, not " + std::to_string(size));
+  }
+  return s;
 }
 
 MsgType type_of(const Event& ev) {
@@ -260,9 +281,12 @@ const char* type_name(MsgType t) {
     case MsgType::kUnpublish: return "UNPUBLISH";
     case MsgType::kOffloadDone: return "OFFLOAD_DONE";
     case MsgType::kDescribe: return "DESCRIBE";
+    case MsgType::kAuth: return "AUTH";
     case MsgType::kReply: return "REPLY";
     case MsgType::kOffload: return "OFFLOAD";
     case MsgType::kDiscard: return "DISCARD";
+    case MsgType::kChallenge: return "CHALLENGE";
+    case MsgType::kAuthOk: return "AUTH_OK";
   }
   return "UNKNOWN";
 }

@@ -17,15 +17,16 @@
 namespace thub::registry {
 
 constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
-constexpr uint16_t kProtocolVersion = 1;
+// 2: HELLO carries a nonce instead of the token; CHALLENGE, AUTH and AUTH_OK (docs/protocol.md).
+constexpr uint16_t kProtocolVersion = 2;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
 // What one client may store in the registry is bounded so that every reply that carries it
 // fits one frame (docs/protocol.md, "Limits"). A request beyond these is refused with
 // status -1 and a message; its connection stays open.
-constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's token and datacenter
-constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before HELLO, no frame may announce more
+constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's datacenter
+constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before authentication, no frame may announce more
 constexpr size_t kMaxDetailBytes = 64u << 10;     // a reply's detail text (longer is truncated)
 constexpr size_t kMaxDescribeBytes = 4u << 20;    // DESCRIBE's text (longer is truncated)
 constexpr size_t kReplyFixedBytes = 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1;  // a REPLY less its two texts
@@ -35,7 +36,7 @@ static_assert(kMaxDescriptorBytes + kMaxDetailBytes + kReplyFixedBytes <= kMaxPa
 static_assert(kMaxDescribeBytes + kReplyFixedBytes <= kMaxPayload, "DESCRIBE's reply must fit one frame");
 
 enum class MsgType : uint16_t {
-  kHello = 1,         // token, datacenter
+  kHello = 1,         // client nonce, datacenter
   kHeartbeat = 2,     // (empty) both ways: the registry answers each one
   kOpen = 3,
   kClose = 4,
@@ -46,9 +47,12 @@ enum class MsgType : uint16_t {
   kUnpublish = 9,
   kOffloadDone = 10,
   kDescribe = 11,     // reply detail: the registry's state as text
+  kAuth = 12,         // the client's proof, answering CHALLENGE
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed
+  kChallenge = 103,   // registry -> client: its nonce; answers HELLO when it has a token
+  kAuthOk = 104,      // registry -> client: its own proof; answers a correct AUTH
 };
 
 // A request that decodes but asks the registry to store more than the limits above: refused
@@ -72,11 +76,14 @@ std::string encode_frame(MsgType type, uint64_t req, std::string_view payload);
 FrameHeader decode_header(std::string_view bytes);
 
 struct Hello {
-  std::string token;
+  std::string nonce;  // kNonceBytes (src/registry/auth.h), fresh per connection
   std::string datacenter;
 };
 std::string encode_hello(const Hello& h);
 Hello decode_hello(std::string_view payload);
+// CHALLENGE (a nonce), AUTH and AUTH_OK (a proof): one string of exactly `size` bytes.
+std::string encode_secret_field(std::string_view bytes);
+std::string decode_secret_field(std::string_view payload, size_t size, const char* what);
 
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).

@@ -20,7 +20,9 @@
 
 #include "sched/registry.h"
 #include "src/common/codec.h"
+#include "src/common/crypto.h"
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
 #include "src/registry/refusal_log.h"
@@ -33,12 +35,20 @@ namespace {
 // the client tries its next address).
 constexpr auto kRefused = static_cast<sched::Status>(-6);
 
+// A connection's handshake: HELLO first; with a token, then CHALLENGE -> AUTH; only a
+// connection that is ready is a sched client. Before that, the header alone decides whether
+// a frame is read, and nothing but the challenge and error replies is ever sent.
+enum class Phase { kHello, kChallenged, kReady };
+
 struct Conn {
   Fd fd;
   std::string host;        // peer IP address (per-host cap)
   ByteQueue in;
   ByteQueue out;
-  bool hello = false;
+  Phase phase = Phase::kHello;
+  std::string client_nonce;    // from HELLO, while challenged
+  std::string registry_nonce;  // ours, while challenged
+  std::string datacenter;      // from HELLO
   bool closing = false;    // flush `out`, then close
   bool failed = false;     // close now, without flushing
   bool gone = false;       // the peer closed or the socket failed
@@ -88,6 +98,9 @@ struct Server::Impl {
   void flush(Conn& c);
   void handle_frames(sched::ClientId id, Conn& c);
   void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
+  void on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
+  void on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
+  void admit(sched::ClientId id, Conn& c);
   void check_deadlines(sched::ClientId id, Conn& c);
   void apply(const sched::Event& ev);
   template <typename Encode>
@@ -285,8 +298,8 @@ void Server::Impl::refuse_connection(int fd, const std::string& host, const std:
 bool Server::Impl::wants_input(const Conn& c) const {
   if (c.closing || c.failed || c.gone || paused(c)) return false;
   if (c.more) return false;  // complete frames are waiting: the kernel buffers the rest
-  // Before HELLO, no more than one HELLO frame is ever buffered.
-  return c.hello || c.in.size() < kHeaderBytes + kMaxHelloPayload;
+  // Before authentication, no more than one handshake frame is ever buffered.
+  return c.phase == Phase::kReady || c.in.size() < kHeaderBytes + kMaxHelloPayload;
 }
 
 void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
@@ -308,7 +321,7 @@ void Server::Impl::read_some(Conn& c) {
   size_t budget = opts.read_bytes_per_turn;
   while (budget > 0) {
     size_t want = std::min(budget, sizeof buf);
-    if (!c.hello) {
+    if (c.phase != Phase::kReady) {
       size_t cap = kHeaderBytes + kMaxHelloPayload;
       if (c.in.size() >= cap) break;
       want = std::min(want, cap - c.in.size());
@@ -354,13 +367,19 @@ void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
     } catch (const CodecError& e) {
       return reject(id, c, 0, sched::Status::kArg, "frame", std::string("malformed frame: ") + e.what());
     }
-    // Before HELLO the header alone decides: no payload is awaited that HELLO cannot be.
-    if (!c.hello && h.type != MsgType::kHello) {
+    // Before authentication the header alone decides: no payload is awaited that the next
+    // handshake message cannot be, and no request is read, let alone answered.
+    if (c.phase == Phase::kHello && h.type != MsgType::kHello) {
       return reject(id, c, h.req, sched::Status::kState, "hello", "the first message must be HELLO");
     }
-    if (!c.hello && h.length > kMaxHelloPayload) {
+    if (c.phase == Phase::kChallenged && h.type != MsgType::kAuth) {
+      return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                    std::string("not authenticated: a ") + type_name(h.type) +
+                        " before the AUTH that must answer the registry's CHALLENGE");
+    }
+    if (c.phase != Phase::kReady && h.length > kMaxHelloPayload) {
       return reject(id, c, h.req, sched::Status::kArg, "hello",
-                    "a HELLO of " + std::to_string(h.length) + " bytes (at most " +
+                    std::string("a ") + type_name(h.type) + " of " + std::to_string(h.length) + " bytes (at most " +
                         std::to_string(kMaxHelloPayload) + ")");
     }
     if (v.size() < kHeaderBytes + h.length) return;
@@ -376,9 +395,10 @@ void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
 
 void Server::Impl::check_deadlines(sched::ClientId id, Conn& c) {
   if (c.failed || c.gone) return;
-  if (!c.hello && !c.closing && now_ms >= c.hello_deadline_ms) {
+  if (c.phase != Phase::kReady && !c.closing && now_ms >= c.hello_deadline_ms) {
     return reject(id, c, 0, sched::Status::kState, "hello",
-                  "no HELLO within " + std::to_string(opts.hello_timeout_ms) + " ms of connecting");
+                  std::string(c.phase == Phase::kHello ? "no HELLO" : "no AUTH") + " within " +
+                      std::to_string(opts.hello_timeout_ms) + " ms of connecting");
   }
   // A partial frame that gets no byte while we read: a stalled or silent peer.
   if (wants_input(c) && !c.in.empty() && now_ms - c.in_progress_ms >= opts.frame_timeout_ms) {
@@ -395,20 +415,8 @@ void Server::Impl::check_deadlines(sched::ClientId id, Conn& c) {
 
 void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
   try {
-    if (h.type == MsgType::kHello) {
-      if (c.hello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
-      Hello hello = decode_hello(payload);
-      if (!opts.auth_token.empty() && hello.token != opts.auth_token) {
-        return reject(id, c, h.req, sched::Status::kAuth, "auth", "the registry refused the auth token");
-      }
-      c.hello = true;
-      apply(sched::Connect{id, hello.datacenter.empty() ? "default" : hello.datacenter});
-      sched::Reply r{};
-      r.client = id;
-      r.req = h.req;
-      send_reply(r);
-      return;
-    }
+    if (h.type == MsgType::kHello) return on_hello(id, c, h, payload);
+    if (h.type == MsgType::kAuth) return on_auth(id, c, h, payload);
     if (h.type == MsgType::kDescribe) {
       sched::Reply r{};
       r.client = id;
@@ -434,6 +442,53 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
     reject(id, c, h.req, sched::Status::kInternal, "internal",
            std::string("internal error on ") + type_name(h.type) + ": " + e.what());
   }
+}
+
+// HELLO: without a token the client is admitted; with one, it is challenged with a fresh
+// nonce of ours, so that no earlier handshake's AUTH can answer it.
+void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
+  if (c.phase != Phase::kHello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
+  Hello hello = decode_hello(payload);
+  c.datacenter = std::move(hello.datacenter);  // as sent: the proofs cover it
+  if (opts.auth_token.empty()) {
+    admit(id, c);
+    sched::Reply r{};
+    r.client = id;
+    r.req = h.req;
+    send_reply(r);
+    return;
+  }
+  c.client_nonce = std::move(hello.nonce);
+  c.registry_nonce = random_bytes(kNonceBytes);  // getrandom: fresh for every connection
+  c.phase = Phase::kChallenged;
+  queue(id, "a challenge", [&] { return encode_frame(MsgType::kChallenge, h.req, encode_secret_field(c.registry_nonce)); });
+}
+
+// AUTH: the client's HMAC over both nonces, compared in constant time. A wrong one is
+// answered with THUB_ERR_AUTH (and logged); a right one with the registry's own proof.
+void Server::Impl::on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
+  if (c.phase != Phase::kChallenged) {
+    return reject(id, c, h.req, sched::Status::kState, "frame", "AUTH without a CHALLENGE to answer");
+  }
+  std::string proof = decode_secret_field(payload, kProofBytes, "AUTH's proof");
+  Transcript t{c.client_nonce, c.registry_nonce, c.datacenter};
+  if (!constant_time_equal(proof, client_proof(opts.auth_token, t))) {
+    return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                  "authentication failed: the client's proof does not match the registry's auth token (wrong "
+                  "token)");
+  }
+  std::string ours = registry_proof(opts.auth_token, t);
+  c.client_nonce.clear();
+  c.registry_nonce.clear();
+  queue(id, "AUTH_OK", [&] { return encode_frame(MsgType::kAuthOk, h.req, encode_secret_field(ours)); });
+  admit(id, c);
+}
+
+void Server::Impl::admit(sched::ClientId id, Conn& c) {
+  c.phase = Phase::kReady;
+  log("client " + std::to_string(id) + " (" + c.host + ") authenticated" +
+      (opts.auth_token.empty() ? " (the registry has no token)" : ""));
+  apply(sched::Connect{id, c.datacenter.empty() ? "default" : c.datacenter});
 }
 
 void Server::Impl::apply(const sched::Event& ev) {
@@ -530,7 +585,7 @@ void Server::Impl::sweep() {
 void Server::Impl::drop(sched::ClientId id) {
   auto it = conns.find(id);
   if (it == conns.end()) return;
-  bool hello = it->second.hello;
+  bool hello = it->second.phase == Phase::kReady;
   log("client " + std::to_string(id) + " disconnected");
   auto h = per_host.find(it->second.host);
   if (h != per_host.end() && --h->second <= 0) per_host.erase(h);
@@ -543,7 +598,7 @@ void Server::Impl::publish_stats() {
   s.connections = conns.size();
   s.before_hello = s.paused = s.input_bytes = s.output_bytes = 0;
   for (const auto& [id, c] : conns) {
-    s.before_hello += c.hello ? 0 : 1;
+    s.before_hello += c.phase == Phase::kReady ? 0 : 1;
     s.paused += paused(c) ? 1 : 0;
     s.input_bytes += c.in.size();
     s.output_bytes += c.out.size();

@@ -16,8 +16,8 @@
 namespace thub::registry {
 
 struct ServerOptions {
-  std::string listen = "0.0.0.0:0";  // host:port; port 0 = ephemeral
-  std::string auth_token;            // when set, clients must present it in HELLO
+  std::string listen = "127.0.0.1:0";  // host:port; port 0 = ephemeral; 0.0.0.0 or * for all interfaces
+  std::string auth_token;             // when set, clients must prove they know it (CHALLENGE, AUTH)
   sched::Config sched;
   int tick_ms = 100;                 // how often deadlines are checked
   bool verbose = false;              // log connections and protocol errors to stderr
@@ -46,7 +46,7 @@ struct ServerOptions {
 // What the registry holds for its peers now (and at most, since it started).
 struct ServerStats {
   uint64_t connections = 0;        // open
-  uint64_t before_hello = 0;       // of those, not yet past HELLO
+  uint64_t before_hello = 0;       // of those, not yet past the handshake (HELLO, and AUTH with a token)
   uint64_t paused = 0;             // of those, not read: too many unread replies
   uint64_t input_bytes = 0;        // buffered requests, not yet handled
   uint64_t output_bytes = 0;       // queued replies, not yet taken by the kernel

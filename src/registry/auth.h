@@ -1,0 +1,36 @@
+// The control plane's challenge-response over the shared token (docs/protocol.md,
+// "Authentication"; docs/security.md). The token never travels: each side proves it knows it
+// with an HMAC-SHA256 over both sides' fresh nonces, under a label per direction, so that a
+// proof is good for one connection and one direction only. No sockets here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace thub::registry {
+
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kProofBytes = 32;
+// A token file larger than this is not a token (and is not read whole).
+constexpr size_t kMaxTokenFileBytes = 64u << 10;
+
+// What both proofs cover: the client's nonce (HELLO), the registry's nonce (CHALLENGE) and the
+// datacenter the client announced in its HELLO.
+struct Transcript {
+  std::string_view client_nonce;
+  std::string_view registry_nonce;
+  std::string_view datacenter;
+};
+
+// HMAC-SHA256(token, label || transcript), 32 bytes; the labels differ per direction, so a
+// registry's proof is never a client's and no proof can be reflected back.
+std::string client_proof(std::string_view token, const Transcript& t);
+std::string registry_proof(std::string_view token, const Transcript& t);
+
+// The token kept in `path`: refused (Error(kArg), saying why) if it is not a regular file,
+// if group or others may read or write it (as ssh refuses a private key: chmod 600), if it is
+// empty or larger than kMaxTokenFileBytes. One trailing newline ("\n" or "\r\n") is stripped.
+std::string read_token_file(const std::string& path);
+
+}  // namespace thub::registry

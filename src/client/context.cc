@@ -6,6 +6,7 @@
 
 #include "src/client/model.h"
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/connection.h"
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
@@ -17,10 +18,17 @@ namespace thub::client {
 ContextConfig ContextConfig::from_info(const InfoMap& info) {
   ContextConfig c;
   c.registry = info.get_string("registry", "");
-  c.registry_listen = info.get_string("registry_listen", c.registry_listen);
+  // The embedded registry listens on the one interface it advertises (THUB_Registry_address),
+  // not on all of them: 0.0.0.0 only when registry_listen asks for it (docs/security.md).
+  c.registry_listen = info.get_string("registry_listen", registry::advertised_host("") + ":0");
   c.datacenter = info.get_string("datacenter", c.datacenter);
   if (c.datacenter.empty()) throw Error(Code::kArg, "info key 'datacenter' must not be empty");
   c.auth_token = info.get_string("auth_token", "");
+  if (std::string file = info.get_string("auth_token_file", ""); !file.empty()) {
+    if (!c.auth_token.empty()) throw Error(Code::kArg, "give auth_token or auth_token_file, not both");
+    c.auth_token = registry::read_token_file(file);
+  }
+  (void)info.get_bool("auth_mutual", true);  // validated here, read by the Context
   c.verify = info.get_bool("verify", false);
   c.chunk_size = info.get_size("chunk_size", c.chunk_size, 4096, 1ull << 30);
   c.pipeline_chunk_size = info.get_size("pipeline_chunk_size", c.pipeline_chunk_size, 4096, 1ull << 30);
@@ -87,6 +95,7 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   registry::ConnectionOptions co;
   co.addresses = addresses;
   co.auth_token = cfg_.auth_token;
+  co.auth_mutual = info.get_bool("auth_mutual", true);
   co.datacenter = cfg_.datacenter;
   co.heartbeat_ms = cfg_.heartbeat_ms;
   co.reconnect_ms = cfg_.reconnect_ms;

@@ -1,7 +1,9 @@
 // tensorhub-registry: the standalone registry daemon.
-//   tensorhub-registry --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]
+//   tensorhub-registry --listen HOST:PORT [--auth-token-file F] [--heartbeat-timeout-ms N]
 //                      [--max-readers N] [--no-pipeline] [--verbose] [limits, see usage()]
 // Prints "listening HOST:PORT" once ready (port 0 picks a free one), serves until SIGINT/SIGTERM.
+// It listens on HOST only: there is no default address, and all interfaces only when asked
+// (0.0.0.0 or *).
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -12,7 +14,9 @@
 
 #include "src/common/info.h"
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/server.h"
+#include "src/registry/socket.h"
 
 namespace {
 thub::registry::Server* g_server = nullptr;
@@ -22,17 +26,21 @@ void on_signal(int) {
 
 int usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]\n"
-               "          [--max-readers N] [--no-pipeline] [--verbose]\n"
+               "usage: %s --listen HOST:PORT [--auth-token-file FILE | --auth-token T]\n"
+               "          [--heartbeat-timeout-ms N] [--max-readers N] [--no-pipeline] [--verbose]\n"
                "          [--max-connections N] [--max-connections-per-host N]\n"
                "          [--hello-timeout-ms N] [--frame-timeout-ms N]\n"
                "          [--output-pause-bytes N] [--max-output-bytes N]\n"
                "The TensorHub registry: records which worker holds which version; moves no data.\n"
+               "It listens on HOST only (0.0.0.0:PORT or *:PORT: every interface). With a token, every\n"
+               "client must prove it knows it (HMAC challenge-response; the token never travels).\n"
+               "FILE must be readable by its owner only (chmod 600); a trailing newline is stripped.\n"
                "Limits (docs/protocol.md): connections in all (8192) and per peer address (1024);\n"
                "HELLO within 10000 ms of connecting; a partial frame or unread replies that make no\n"
                "progress for 30000 ms close the connection; replies queued beyond 4 MiB pause reading\n"
                "that client, beyond 128 MiB close it. Refusals are logged to stderr.\n"
-               "Environment: TENSORHUB_AUTH_TOKEN is used when --auth-token is not given.\n",
+               "Environment: TENSORHUB_AUTH_TOKEN_FILE, else TENSORHUB_AUTH_TOKEN, when neither flag\n"
+               "is given. docs/security.md says what the token protects and what it does not.\n",
                argv0);
   return rc;
 }
@@ -40,8 +48,8 @@ int usage(const char* argv0, int rc) {
 
 int main(int argc, char** argv) {
   thub::registry::ServerOptions o;
-  o.listen = "0.0.0.0:7070";
-  if (const char* t = std::getenv("TENSORHUB_AUTH_TOKEN")) o.auth_token = t;
+  o.listen.clear();
+  std::string token, token_file;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -50,7 +58,8 @@ int main(int argc, char** argv) {
         return argv[++i];
       };
       if (a == "--listen") o.listen = value();
-      else if (a == "--auth-token") o.auth_token = value();
+      else if (a == "--auth-token") token = value();
+      else if (a == "--auth-token-file") token_file = value();
       else if (a == "--heartbeat-timeout-ms") o.sched.heartbeat_timeout = std::stoll(value()) * 1000;
       else if (a == "--max-readers") o.sched.max_readers_per_source = std::stoi(value());
       else if (a == "--no-pipeline") o.sched.pipeline = false;
@@ -65,6 +74,28 @@ int main(int argc, char** argv) {
       else return usage(argv[0], 2);
     }
     if (o.sched.max_readers_per_source < 1) throw thub::Error(thub::Code::kArg, "--max-readers must be >= 1");
+    if (o.listen.empty()) {
+      throw thub::Error(thub::Code::kArg,
+                        "--listen HOST:PORT is required (the address to serve on; 0.0.0.0:PORT for every interface)");
+    }
+    if (!token.empty() && !token_file.empty()) {
+      throw thub::Error(thub::Code::kArg, "give --auth-token or --auth-token-file, not both");
+    }
+    if (token.empty() && token_file.empty()) {
+      if (const char* f = std::getenv("TENSORHUB_AUTH_TOKEN_FILE"); f && *f) token_file = f;
+      else if (const char* t = std::getenv("TENSORHUB_AUTH_TOKEN")) token = t;
+    } else if (!token.empty()) {
+      std::fprintf(stderr,
+                   "tensorhub-registry: warning: --auth-token puts the secret in the process list; "
+                   "prefer --auth-token-file\n");
+    }
+    o.auth_token = token_file.empty() ? token : thub::registry::read_token_file(token_file);
+    const std::string host = thub::registry::parse_host_port(o.listen).host;
+    if (o.auth_token.empty() && (host.empty() || host == "0.0.0.0")) {
+      std::fprintf(stderr,
+                   "tensorhub-registry: warning: listening on every interface without an auth token: anyone "
+                   "who reaches this port may publish, replicate and learn where the weights are\n");
+    }
     // A daemon serving thousands of clients needs the descriptors its hard limit allows;
     // beyond them, accept() fails with EMFILE and the server pauses accepting (logged).
     rlimit rl{};

@@ -55,6 +55,7 @@ struct ServerStats {
   uint64_t refusals = 0;           // connections refused or closed for a limit, bad input included
   uint64_t accept_pauses = 0;      // accept() failed for lack of descriptors or memory
   uint64_t frames = 0;             // frames handled
+  uint64_t internal_errors = 0;    // bugs caught (an exception in the loop, the state machine, a reply): should stay 0
 };
 
 class Server {

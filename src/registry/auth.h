@@ -17,10 +17,10 @@ constexpr size_t kMaxTokenFileBytes = 64u << 10;
 
 // What both proofs cover: the client's nonce (HELLO), the registry's nonce (CHALLENGE) and the
 // datacenter the client announced in its HELLO.
-struct Transcript {
-  std::string_view client_nonce;
-  std::string_view registry_nonce;
-  std::string_view datacenter;
+struct Transcript {  // copies, not views: a transcript built from temporaries stays valid
+  std::string client_nonce;
+  std::string registry_nonce;
+  std::string datacenter;
 };
 
 // HMAC-SHA256(token, label || transcript), 32 bytes; the labels differ per direction, so a

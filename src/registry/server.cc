@@ -339,6 +339,9 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
     if (h.type == MsgType::kHello) return on_hello(id, c, h, payload);
     if (h.type == MsgType::kAuth) return on_auth(id, c, h, payload);
     if (h.type == MsgType::kDescribe) {
+      if (!payload.empty()) {  // an empty message, checked like every other: nothing trails
+        throw CodecError(std::to_string(payload.size()) + " trailing bytes (DESCRIBE has no payload)");
+      }
       sched::Reply r{};
       r.client = id;
       r.req = h.req;

@@ -1,0 +1,109 @@
+// Issue 13, item 5: short, deterministic runs of the control-plane fuzzers (CI, also under
+// ASan+UBSan). THUB_FUZZ_SCALE=k multiplies every count; the soak is tools' thub_fuzz
+// (docs/security.md). A finding prints the seed and input number that reproduce it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "src/client/descriptor.h"
+#include "src/registry/auth.h"
+#include "src/registry/protocol.h"
+#include "tests/fuzz/fuzz_targets.h"
+#include "tests/fuzz/message_model.h"
+
+namespace thub::fuzz {
+namespace {
+
+uint64_t scaled(uint64_t n) {
+  const char* s = std::getenv("THUB_FUZZ_SCALE");
+  return s ? n * std::strtoull(s, nullptr, 10) : n;
+}
+
+void report(const char* what, const Outcome& o, std::chrono::steady_clock::time_point t0) {
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s: %llu inputs (%llu frames), %llu refused, largest allocation %llu B, %.2f s\n", what,
+              static_cast<unsigned long long>(o.inputs), static_cast<unsigned long long>(o.frames),
+              static_cast<unsigned long long>(o.refused), static_cast<unsigned long long>(o.largest_allocation), s);
+  for (const auto& f : o.findings) ADD_FAILURE() << f;
+}
+
+// The fuzzer's model of each message is the real encoding, so that its mutations start from
+// valid messages.
+TEST(FuzzTest, ModelMatchesTheCodec) {
+  Rng rng(7);
+  const std::string nonce(registry::kNonceBytes, 'n');
+  EXPECT_EQ(serialize(hello(nonce, "dc")), registry::encode_hello({nonce, "dc"}));
+  EXPECT_EQ(serialize(secret_field(nonce)), registry::encode_secret_field(nonce));
+  const sched::Event events[] = {
+      sched::Heartbeat{0},
+      sched::Open{0, 0, "m", "r", 1, 2, 3, true},
+      sched::Close{0, 0, 4},
+      sched::Publish{0, 0, 5, 6, 7, "desc"},
+      sched::Replicate{0, 0, 8, -1, -2, 9, "d"},
+      sched::TransferDone{0, 0, 10, 11},
+      sched::SourceFailed{0, 0, 12, 13, 14},
+      sched::Unpublish{0, 0, 15},
+      sched::OffloadDone{0, 0, 16, 17, "o"},
+  };
+  for (const auto& ev : events) EXPECT_EQ(serialize(request(ev)), registry::encode_event(ev));
+  sched::Reply r{};
+  r.status = sched::Status::kVersionLost;
+  r.detail = "x";
+  r.member = 1;
+  r.version = 2;
+  r.lease = 3;
+  r.source = 4;
+  r.source_descriptor = "s";
+  r.source_partial = true;
+  EXPECT_EQ(serialize(reply(r)), registry::encode_reply(r));
+  EXPECT_EQ(serialize(order(5, -6)), registry::encode_order(5, -6));
+  for (int i = 0; i < 50; ++i) {
+    std::string d = serialize(descriptor(rng));
+    EXPECT_EQ(client::encode_descriptor(client::decode_descriptor(d)), d);
+  }
+}
+
+TEST(FuzzTest, DecodersRefuseOrRoundTripEveryMutatedMessage) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  DecoderFuzzer(1).run(scaled(60000), &o);
+  report("decoders", o, t0);
+  EXPECT_GT(o.refused, o.inputs / 4) << "the mutations hardly ever produce bad input";
+  EXPECT_LT(o.refused, o.inputs) << "no input was valid: the seeds are wrong";
+}
+
+TEST(FuzzTest, SessionsThroughTheFrameHandler) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  SessionFuzzer(2, false).run(scaled(1500), &o);
+  report("sessions", o, t0);
+  EXPECT_GT(o.refused, 0u);
+  EXPECT_LT(o.refused, o.inputs);
+}
+
+TEST(FuzzTest, SessionsThroughTheFrameHandlerWithAToken) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  SessionFuzzer(3, true).run(scaled(1500), &o);
+  report("sessions with a token", o, t0);
+  EXPECT_GT(o.refused, 0u);
+  EXPECT_LT(o.refused, o.inputs);
+}
+
+TEST(FuzzTest, SessionsOverSockets) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  SocketFuzzer(4, false).run(scaled(150), &o);
+  report("socket sessions", o, t0);
+}
+
+TEST(FuzzTest, SessionsOverSocketsWithAToken) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  SocketFuzzer(5, true).run(scaled(150), &o);
+  report("socket sessions with a token", o, t0);
+}
+
+}  // namespace
+}  // namespace thub::fuzz

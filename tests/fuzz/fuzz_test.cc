@@ -67,7 +67,7 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
 TEST(FuzzTest, DecodersRefuseOrRoundTripEveryMutatedMessage) {
   Outcome o;
   auto t0 = std::chrono::steady_clock::now();
-  DecoderFuzzer(1).run(scaled(60000), &o);
+  DecoderFuzzer(1).run(scaled(200000), &o);
   report("decoders", o, t0);
   EXPECT_GT(o.refused, o.inputs / 4) << "the mutations hardly ever produce bad input";
   EXPECT_LT(o.refused, o.inputs) << "no input was valid: the seeds are wrong";
@@ -76,7 +76,7 @@ TEST(FuzzTest, DecodersRefuseOrRoundTripEveryMutatedMessage) {
 TEST(FuzzTest, SessionsThroughTheFrameHandler) {
   Outcome o;
   auto t0 = std::chrono::steady_clock::now();
-  SessionFuzzer(2, false).run(scaled(1500), &o);
+  SessionFuzzer(2, false).run(scaled(20000), &o);
   report("sessions", o, t0);
   EXPECT_GT(o.refused, 0u);
   EXPECT_LT(o.refused, o.inputs);
@@ -85,7 +85,7 @@ TEST(FuzzTest, SessionsThroughTheFrameHandler) {
 TEST(FuzzTest, SessionsThroughTheFrameHandlerWithAToken) {
   Outcome o;
   auto t0 = std::chrono::steady_clock::now();
-  SessionFuzzer(3, true).run(scaled(1500), &o);
+  SessionFuzzer(3, true).run(scaled(20000), &o);
   report("sessions with a token", o, t0);
   EXPECT_GT(o.refused, 0u);
   EXPECT_LT(o.refused, o.inputs);
@@ -94,14 +94,14 @@ TEST(FuzzTest, SessionsThroughTheFrameHandlerWithAToken) {
 TEST(FuzzTest, SessionsOverSockets) {
   Outcome o;
   auto t0 = std::chrono::steady_clock::now();
-  SocketFuzzer(4, false).run(scaled(150), &o);
+  SocketFuzzer(4, false).run(scaled(300), &o);
   report("socket sessions", o, t0);
 }
 
 TEST(FuzzTest, SessionsOverSocketsWithAToken) {
   Outcome o;
   auto t0 = std::chrono::steady_clock::now();
-  SocketFuzzer(5, true).run(scaled(150), &o);
+  SocketFuzzer(5, true).run(scaled(300), &o);
   report("socket sessions with a token", o, t0);
 }
 

@@ -462,6 +462,36 @@ struct SessionFuzzer::State {
     }
   }
 
+  // A well-formed frame of any type (requests with live ids): before the handshake, none of
+  // them may be handled.
+  std::string well_formed_anything(Session& s, Rng& r) {
+    MsgType t = any_type(r);
+    switch (t) {
+      case MsgType::kHello: return request_frame(s, t, serialize(hello(random_bytes(registry::kNonceBytes), "dc")));
+      case MsgType::kAuth:
+      case MsgType::kChallenge:
+      case MsgType::kAuthOk: return request_frame(s, t, serialize(secret_field(random_bytes(registry::kProofBytes))));
+      case MsgType::kDescribe: return request_frame(s, t, "");
+      case MsgType::kReply: return request_frame(s, t, registry::encode_reply(sched::Reply{}));
+      case MsgType::kOffload:
+      case MsgType::kDiscard: return request_frame(s, t, registry::encode_order(victim_member, 1));
+      case MsgType::kHeartbeat:
+      case MsgType::kOpen:
+      case MsgType::kClose:
+      case MsgType::kPublish:
+      case MsgType::kReplicate:
+      case MsgType::kTransferDone:
+      case MsgType::kSourceFailed:
+      case MsgType::kUnpublish:
+      case MsgType::kOffloadDone:
+        for (;;) {
+          sched::Event ev = request(s, r);
+          if (registry::type_of(ev) == t) return request_frame(s, t, registry::encode_event(ev));
+        }
+      default: return request_frame(s, t, std::string(pick(r, 16), 'u'));
+    }
+  }
+
   // One hostile-or-not session.
   void session(Rng& r) {
     Session s;
@@ -492,7 +522,13 @@ struct SessionFuzzer::State {
                                : request_frame(s, MsgType::kHello, payload);
       if (!token.empty() && !chance(r, 8)) deliver();  // usually wait for the challenge
     }
-    if (!token.empty() && !closed()) {
+    // Sometimes any message at all, well formed, where the handshake's next message should be.
+    const bool probe = chance(r, 5);
+    if (probe) {
+      pending += well_formed_anything(s, r);
+      if (chance(r, 2)) pending += well_formed_anything(s, r);
+    }
+    if (!token.empty() && !closed() && !probe) {
       if (s.challenged && !chance(r, 7)) {
         registry::Transcript t{s.nonce, s.oracle.registry_nonce, s.datacenter};
         Message a = secret_field(registry::client_proof(token, t));

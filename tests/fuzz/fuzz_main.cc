@@ -1,7 +1,7 @@
 // thub_fuzz: the control-plane fuzzers as a soak (docs/security.md, "Fuzzing").
 //   thub_fuzz [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N]
-// Runs each target for its count (defaults: 1,000,000 decoder inputs, 100,000 sessions with
-// and without a token, 2,000 socket sessions), prints inputs, refusals, the largest allocation
+// Runs each target for its count (defaults: 1,000,000 decoder inputs, 1,000,000 sessions with
+// and 1,000,000 without a token, 4,000 socket sessions), prints inputs, refusals, the largest allocation
 // and the time, and exits 1 if any invariant was violated (each finding names its seed and input).
 #include <chrono>
 #include <cstdio>
@@ -14,7 +14,7 @@
 using namespace thub::fuzz;
 
 int main(int argc, char** argv) {
-  uint64_t seed = 1, decoder = 1000000, sessions = 100000, token_sessions = 100000, socket = 2000;
+  uint64_t seed = 1, decoder = 1000000, sessions = 1000000, token_sessions = 1000000, socket = 4000;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> uint64_t {
       if (i + 1 >= argc) {

@@ -518,7 +518,7 @@ struct SessionFuzzer::State {
     if (!chance(r, 10)) {
       std::string payload =
           chance(r, 7) ? mutate(h, hello(random_bytes(registry::kNonceBytes), "other"), r) : serialize(h);
-      pending += chance(r, 12) ? mutate_frame(MsgType::kHello, s.next_req, payload, r)
+      pending += chance(r, 12) ? mutate_frame(MsgType::kHello, s.next_req++, payload, r)
                                : request_frame(s, MsgType::kHello, payload);
       if (!token.empty() && !chance(r, 8)) deliver();  // usually wait for the challenge
     }
@@ -533,7 +533,7 @@ struct SessionFuzzer::State {
         registry::Transcript t{s.nonce, s.oracle.registry_nonce, s.datacenter};
         Message a = secret_field(registry::client_proof(token, t));
         std::string payload = chance(r, 8) ? mutate(a, h, r) : serialize(a);
-        pending += chance(r, 12) ? mutate_frame(MsgType::kAuth, s.next_req, payload, r)
+        pending += chance(r, 12) ? mutate_frame(MsgType::kAuth, s.next_req++, payload, r)
                                  : request_frame(s, MsgType::kAuth, payload);
       } else if (chance(r, 2)) {  // a guessed or replayed proof
         pending += request_frame(s, MsgType::kAuth, serialize(secret_field(random_bytes(registry::kProofBytes))));

@@ -153,7 +153,16 @@ bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
 // the deadline is skipped like an unreachable one.
 void Connection::Impl::await_frame(const std::string& a, int64_t deadline, const char* what, FrameHeader* h,
                                    std::string_view* payload) {
-  while (!next_frame(h, payload)) {
+  for (;;) {
+    // Before it has proven anything, a registry gets no more room than it gives a client.
+    if (in.size() >= kHeaderBytes) {
+      FrameHeader peek = decode_header(in.view().substr(0, kHeaderBytes));
+      if (peek.length > kMaxHelloPayload) {
+        throw Error(Code::kRegistry, "registry " + a + " answered " + what + " with a frame of " +
+                                         std::to_string(peek.length) + " bytes");
+      }
+    }
+    if (next_frame(h, payload)) return;
     int64_t left = deadline - steady_ms();
     if (left <= 0) {
       throw Error(Code::kRegistry, "registry " + a + " did not answer " + what + " within " +

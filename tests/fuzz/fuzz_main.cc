@@ -1,7 +1,7 @@
 // thub_fuzz: the control-plane fuzzers as a soak (docs/security.md, "Fuzzing").
-//   thub_fuzz [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N]
+//   thub_fuzz [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N] [--hostile-registry N]
 // Runs each target for its count (defaults: 1,000,000 decoder inputs, 1,000,000 sessions with
-// and 1,000,000 without a token, 4,000 socket sessions), prints inputs, refusals, the largest allocation
+// and 1,000,000 without a token, 4,000 socket sessions, 1,000 against a hostile registry), prints inputs, refusals, the largest allocation
 // and the time, and exits 1 if any invariant was violated (each finding names its seed and input).
 #include <chrono>
 #include <cstdio>
@@ -14,7 +14,7 @@
 using namespace thub::fuzz;
 
 int main(int argc, char** argv) {
-  uint64_t seed = 1, decoder = 1000000, sessions = 1000000, token_sessions = 1000000, socket = 4000;
+  uint64_t seed = 1, decoder = 1000000, sessions = 1000000, token_sessions = 1000000, socket = 4000, hostile = 1000;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> uint64_t {
       if (i + 1 >= argc) {
@@ -29,8 +29,9 @@ int main(int argc, char** argv) {
     else if (a == "--sessions") sessions = next();
     else if (a == "--token-sessions") token_sessions = next();
     else if (a == "--socket") socket = next();
+    else if (a == "--hostile-registry") hostile = next();
     else {
-      std::fprintf(stderr, "usage: %s [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N]\n",
+      std::fprintf(stderr, "usage: %s [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N] [--hostile-registry N]\n",
                    argv[0]);
       return 2;
     }
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   run("sessions with a token", token_sessions, [&](uint64_t n, Outcome* o) { SessionFuzzer(seed, true).run(n, o); });
   run("socket sessions", socket / 2, [&](uint64_t n, Outcome* o) { SocketFuzzer(seed, false).run(n, o); });
   run("socket with a token", socket - socket / 2, [&](uint64_t n, Outcome* o) { SocketFuzzer(seed, true).run(n, o); });
+  run("client vs hostile registry", hostile, [&](uint64_t n, Outcome* o) { HostileRegistryFuzzer(seed).run(n, o); });
   std::printf("total %llu inputs in %.1f s, %d findings\n", static_cast<unsigned long long>(total), total_s, findings);
   return findings ? 1 : 0;
 }

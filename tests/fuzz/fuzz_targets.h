@@ -63,4 +63,17 @@ class SocketFuzzer {
   std::unique_ptr<State> s_;
 };
 
+// The client's side: registry::Connection's handshake and reader against an impostor or
+// broken registry that answers HELLO with mutated CHALLENGE / AUTH_OK / REPLY frames, knowing
+// the token or not, then sends mutated orders and replies. Only thub::Error may come out, and
+// a client with a token must never accept a registry that did not prove it.
+class HostileRegistryFuzzer {
+ public:
+  explicit HostileRegistryFuzzer(uint64_t seed) : seed_(seed) {}
+  void run(uint64_t sessions, Outcome* out);
+
+ private:
+  uint64_t seed_;
+};
+
 }  // namespace thub::fuzz

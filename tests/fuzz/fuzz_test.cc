@@ -105,5 +105,14 @@ TEST(FuzzTest, SessionsOverSocketsWithAToken) {
   report("socket sessions with a token", o, t0);
 }
 
+TEST(FuzzTest, ClientAgainstAHostileRegistry) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  HostileRegistryFuzzer(6).run(scaled(150), &o);
+  report("client against a hostile registry", o, t0);
+  EXPECT_GT(o.refused, 0u);
+  EXPECT_LT(o.refused, o.inputs) << "no session connected: the stand-in never answers right";
+}
+
 }  // namespace
 }  // namespace thub::fuzz

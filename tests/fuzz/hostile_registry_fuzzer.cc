@@ -135,14 +135,14 @@ void stand_in(int listener, Rng r, Script* s) {
                          : frame(MsgType::kChallenge, 0, "").substr(0, 16) + std::string("\xff\xff\xff\x03", 4);
       break;
     default: {  // a challenge, then (maybe) a proof
-      out = maybe_mutated(MsgType::kChallenge, secret_field(random_bytes(registry::kNonceBytes)), r);
+      out = maybe_mutated(MsgType::kChallenge, secret_field(seeded_bytes(r, registry::kNonceBytes)), r);
       const std::string ns = reads_as(out, MsgType::kChallenge);  // the nonce the client will see
       if (!registry::write_all(c.get(), out.data(), out.size())) return;
       out.clear();
       if (!read_frame(c.get(), 3000, &h, &payload, &buf) || h.type != MsgType::kAuth) return;
       registry::Transcript t{hello.nonce, ns, hello.datacenter};
       const std::string right = registry::registry_proof(kToken, t);
-      std::string proof = knows_token ? right : random_bytes(registry::kProofBytes);
+      std::string proof = knows_token ? right : seeded_bytes(r, registry::kProofBytes);
       if (chance(r, 5)) {
         sched::Reply no{};
         no.status = sched::Status::kAuth;

@@ -65,6 +65,12 @@ std::string mutate_frame(registry::MsgType type, uint64_t req, const std::string
 registry::MsgType any_type(Rng& rng);
 
 inline uint64_t pick(Rng& rng, uint64_t n) { return n ? rng() % n : 0; }
+// `n` bytes from the seeded generator (the fuzzers' own nonces: reproducible, unlike getrandom's).
+inline std::string seeded_bytes(Rng& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
 inline bool chance(Rng& rng, unsigned one_in) { return pick(rng, one_in) == 0; }
 
 }  // namespace thub::fuzz

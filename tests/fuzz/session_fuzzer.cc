@@ -467,10 +467,10 @@ struct SessionFuzzer::State {
   std::string well_formed_anything(Session& s, Rng& r) {
     MsgType t = any_type(r);
     switch (t) {
-      case MsgType::kHello: return request_frame(s, t, serialize(hello(random_bytes(registry::kNonceBytes), "dc")));
+      case MsgType::kHello: return request_frame(s, t, serialize(hello(seeded_bytes(r, registry::kNonceBytes), "dc")));
       case MsgType::kAuth:
       case MsgType::kChallenge:
-      case MsgType::kAuthOk: return request_frame(s, t, serialize(secret_field(random_bytes(registry::kProofBytes))));
+      case MsgType::kAuthOk: return request_frame(s, t, serialize(secret_field(seeded_bytes(r, registry::kProofBytes))));
       case MsgType::kDescribe: return request_frame(s, t, "");
       case MsgType::kReply: return request_frame(s, t, registry::encode_reply(sched::Reply{}));
       case MsgType::kOffload:
@@ -513,11 +513,11 @@ struct SessionFuzzer::State {
     auto closed = [&] { return !impl.conns.count(s.id) || impl.conns[s.id].closing; };
 
     // The handshake, usually right.
-    s.nonce = random_bytes(registry::kNonceBytes);
+    s.nonce = seeded_bytes(r, registry::kNonceBytes);
     Message h = hello(s.nonce, s.datacenter);
     if (!chance(r, 10)) {
       std::string payload =
-          chance(r, 7) ? mutate(h, hello(random_bytes(registry::kNonceBytes), "other"), r) : serialize(h);
+          chance(r, 7) ? mutate(h, hello(seeded_bytes(r, registry::kNonceBytes), "other"), r) : serialize(h);
       pending += chance(r, 12) ? mutate_frame(MsgType::kHello, s.next_req++, payload, r)
                                : request_frame(s, MsgType::kHello, payload);
       if (!token.empty() && !chance(r, 8)) deliver();  // usually wait for the challenge
@@ -536,7 +536,7 @@ struct SessionFuzzer::State {
         pending += chance(r, 12) ? mutate_frame(MsgType::kAuth, s.next_req++, payload, r)
                                  : request_frame(s, MsgType::kAuth, payload);
       } else if (chance(r, 2)) {  // a guessed or replayed proof
-        pending += request_frame(s, MsgType::kAuth, serialize(secret_field(random_bytes(registry::kProofBytes))));
+        pending += request_frame(s, MsgType::kAuth, serialize(secret_field(seeded_bytes(r, registry::kProofBytes))));
       }
     }
     // Requests, live and mutated.

@@ -123,7 +123,7 @@ struct SocketFuzzer::State {
     uint64_t req = 1;
     // The handshake: usually right, computed from the real challenge.
     if (!chance(r, 8)) {
-      std::string nonce = random_bytes(registry::kNonceBytes);
+      std::string nonce = seeded_bytes(r, registry::kNonceBytes);
       Message m = hello(nonce, "dc");
       const bool clean = !chance(r, 6);
       std::string hp = clean || chance(r, 2) ? serialize(m) : mutate(m, m, r);

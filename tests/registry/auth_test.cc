@@ -103,6 +103,25 @@ TEST(AuthTest, ReplayedClientHandshakeIsRefused) {
   EXPECT_EQ(good.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}).status, sched::Status::kOk);
 }
 
+// A peer that takes the challenge and never answers holds its connection only until the
+// handshake deadline (hello_timeout_ms covers HELLO and AUTH).
+TEST(AuthTest, ChallengeLeftUnansweredIsClosedAtTheHandshakeDeadline) {
+  Embedded e([](ServerOptions& o) {
+    o.auth_token = kToken;
+    o.hello_timeout_ms = 200;
+  });
+  RawClient c(e.address());
+  ASSERT_TRUE(c.send_frame(MsgType::kHello, 1, encode_hello({random_bytes(kNonceBytes), "dc"})));
+  auto challenge = c.read_frame();
+  ASSERT_TRUE(challenge);
+  EXPECT_EQ(challenge->header.type, MsgType::kChallenge);
+  auto r = c.read_reply();
+  ASSERT_TRUE(r) << "a challenged connection is kept without an answer";
+  EXPECT_NE(r->detail.find("no AUTH within"), std::string::npos) << r->detail;
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_TRUE(e.wait_for([](const ServerStats& s) { return s.connections == 0 && s.before_hello == 0; }));
+}
+
 // A stand-in registry that plays back what a real one said in a recorded handshake.
 class ReplayingRegistry {
  public:

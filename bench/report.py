@@ -16,7 +16,8 @@ import math
 import sys
 
 MiB, GiB = 2**20, 2**30
-TRANSPORTS = [("shm", "Shared memory (UCX's default transports)"), ("tcp", "TCP")]
+TRANSPORTS = [("shm", "Shared memory (UCX's default transports), tensors in malloc'd memory"),
+              ("shm-alloc", "Shared memory, tensors in THUB_Alloc_mem memory (both sides)"), ("tcp", "TCP")]
 
 
 def load(path):
@@ -27,9 +28,13 @@ def load(path):
             if not line.startswith("{"):
                 continue
             try:
-                rows.append(json.loads(line))
+                r = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+            # Rows of tensors in THUB_Alloc_mem memory are a transport of their own here.
+            if r.get("bench") == "replicate" and r.get("alloc") == "thub" and "transport" in r:
+                r["transport"] += "-alloc"
+            rows.append(r)
     return rows
 
 
@@ -188,7 +193,8 @@ def _div(a, b):
 
 def targets(rows):
     t = []
-    for transport, label in (("shm", "default transports"), ("tcp", "TCP")):
+    for transport, label in (("shm", "default transports"), ("shm-alloc", "default transports, THUB_Alloc_mem"),
+                             ("tcp", "TCP")):
         r = find(rows, transport, "100", GiB)
         t.append((f"1 GiB / 100 tensors, {label}: thub / ucx_perftest", ">= 0.9",
                   f(r.get("ratio_thub_perftest"), ".3f") if r else "not run"))
@@ -205,7 +211,7 @@ def targets(rows):
                   f"{'on' if verify else 'off'}", "<= 1 ms",
                   f(_ms(r.get("publish_s")), ".3f") + " ms" if r else "not run"))
     for lay, nbytes in (("8192x8K", 64 * MiB), ("1000x1M", 1000 * MiB)):
-        for transport in ("shm", "tcp"):
+        for transport in ("shm", "shm-alloc", "tcp"):
             r, one = find(rows, transport, lay, nbytes), find(rows, transport, "1", nbytes)
             ratio = _div(r.get("thub_gbps"), one.get("thub_gbps")) if r and one else None
             t.append((f"{lay} vs one tensor of the same bytes, {transport}", ">= 0.8",

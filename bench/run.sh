@@ -60,17 +60,19 @@ done
 case $MODE in
   full)
     ITERS=${ITERS:-5} WARMUP=1 PT_BYTES=4G PT_BYTES_TCP=1G PUB_ITERS=5 IDLE_S=5 PUB_BYTES=1G
-    SHM_ROWS=("1 1M,4M,16M,64M,256M,1000M,2G" "100 64M,256M,1G,2G" "1000x1M -" "8192x8K -" "7b 256M,1G")
+    SHM_ROWS=("1 1M,4M,16M,64M,256M,1000M,2G" "100 64M,256M,1G,2G" "1000x1M -" "8192x8K -" "7b 256M,1G"
+              "1 64M,1000M --thub-alloc" "100 1G,2G --thub-alloc" "1000x1M - --thub-alloc" "8192x8K - --thub-alloc")
     TCP_ROWS=("1 1M,16M,64M,256M,1000M" "100 64M,256M,1G" "1000x1M -" "8192x8K -" "7b 1G")
     PUB_LAYOUTS=1,10,100,1000,8192,7b ;;
   quick)
     ITERS=${ITERS:-3} WARMUP=1 PT_BYTES=2G PT_BYTES_TCP=512M PUB_ITERS=3 IDLE_S=2 PUB_BYTES=1G
-    SHM_ROWS=("1 1M,64M,1000M" "100 64M,1G" "1000x1M -" "8192x8K -" "7b 1G")
+    SHM_ROWS=("1 1M,64M,1000M" "100 64M,1G" "1000x1M -" "8192x8K -" "7b 1G"
+              "1 64M,1000M --thub-alloc" "100 1G --thub-alloc" "1000x1M - --thub-alloc" "8192x8K - --thub-alloc")
     TCP_ROWS=("1 64M,1000M" "100 1G" "1000x1M -" "8192x8K -")
     PUB_LAYOUTS=1,100,1000,8192 ;;
   smoke)
     ITERS=${ITERS:-1} WARMUP=1 PT_BYTES=16M PT_BYTES_TCP=8M PUB_ITERS=2 IDLE_S=0.5 PUB_BYTES=8M
-    SHM_ROWS=("1 1M,8M" "100 8M" "64x8K -" "7b 8M")
+    SHM_ROWS=("1 1M,8M" "100 8M" "64x8K -" "7b 8M" "100 8M --thub-alloc")
     TCP_ROWS=("1 8M" "16x64K -")
     PUB_LAYOUTS=1,100 ;;
 esac
@@ -156,10 +158,11 @@ for transport in $TRANSPORTS; do
     *)   die "unknown transport '$transport' (shm, tcp)" ;;
   esac
   for row in "${rows[@]}"; do
-    read -r layout sizes <<<"$row"
+    read -r layout sizes extra <<<"$row"
     args=(--layout "$layout" --iters "$ITERS" --warmup "$WARMUP" --perftest-bytes "$ptb" --json "$JSON" "${tls[@]}")
     [[ $sizes != - ]] && args+=(--sizes "$sizes")
-    log "[$transport] layout $layout ${sizes/-/} ($(($(date +%s) - start)) s so far)"
+    [[ -n ${extra:-} ]] && args+=($extra)
+    log "[$transport] layout $layout ${sizes/-/} ${extra:-} ($(($(date +%s) - start)) s so far)"
     if ! run_bench 1800 "$REPLICATE" "${args[@]}" >&2; then
       log "[$transport] layout $layout failed"
       printf '{"bench":"replicate","transport":"%s","layout":"%s","error":"failed"}\n' "$transport" "$layout" >>"$JSON"

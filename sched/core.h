@@ -172,6 +172,7 @@ class Core {
   void on(const Replicate& e);
   void on(const TransferDone& e);
   void on(const SourceFailed& e);
+  void on(const Cancel& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);

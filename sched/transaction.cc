@@ -52,6 +52,25 @@ void Core::on(const Replicate& e) {
   if (!try_replicate(p)) pending_.push_back(p);
 }
 
+// Only a replicate that changed nothing yet is canceled: its member is still empty (a
+// regrant after a source failure holds part of a version; an update in place drains its
+// old holding first), and it holds no lease.
+void Core::on(const Cancel& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Pending p = pending_[i];
+    if (p.member != m->id) continue;
+    if (m->buf != Buf::kEmpty || p.in_place) break;
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+    leave_transaction(*m);
+    reply_err(p.client, p.req, Status::kCanceled, "canceled while waiting at the registry");
+    reply(make_reply(e.client, e.req));
+    return;
+  }
+  reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
+}
+
 // A partial holder is worth waiting for only if its chain of sources ends at a complete
 // holder without passing through the requester (a stalled chain never completes).
 bool Core::grounded(MemberId id, MemberId requester) const {

@@ -86,7 +86,7 @@ Layout make_layout(const std::string& spec, uint64_t bytes) {
   return l;
 }
 
-Shard::Shard(const Layout& layout) {
+Shard::Shard(const Layout& layout, THUB_Context alloc_ctx) : alloc_ctx_(alloc_ctx) {
   size_t off = 0;
   for (size_t len : layout.sizes) {
     off_.push_back(off);
@@ -95,12 +95,24 @@ Shard::Shard(const Layout& layout) {
     off += round_up(len);  // every tensor starts on a page, as separate allocations would
   }
   alloc_ = off ? off : kPage;
-  base_ = static_cast<char*>(std::aligned_alloc(kPage, alloc_));
+  if (alloc_ctx_ != THUB_CONTEXT_NULL) {
+    void* p = nullptr;
+    if (THUB_Alloc_mem(alloc_ctx_, alloc_, THUB_INFO_NULL, &p) != THUB_SUCCESS) throw std::bad_alloc();
+    base_ = static_cast<char*>(p);
+  } else {
+    base_ = static_cast<char*>(std::aligned_alloc(kPage, alloc_));
+  }
   if (!base_) throw std::bad_alloc();
   std::memset(base_, 0, alloc_);
 }
 
-Shard::~Shard() { std::free(base_); }
+Shard::~Shard() {
+  if (alloc_ctx_ != THUB_CONTEXT_NULL) {
+    (void)THUB_Free_mem(alloc_ctx_, base_);
+  } else {
+    std::free(base_);
+  }
+}
 
 void Shard::fill(uint64_t seed) {
   for (int t = 0; t < tensors(); ++t) {

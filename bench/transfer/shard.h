@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <tensorhub/tensorhub.h>
+
 namespace thub::bench {
 
 // A shard layout: its tensors' sizes, in registration order.
@@ -31,7 +33,9 @@ std::string size_text(uint64_t bytes);  // 64M, 1G, 1000M, or plain bytes
 
 class Shard {
  public:
-  explicit Shard(const Layout& layout);  // throws std::bad_alloc
+  // `alloc_ctx`: allocate the shard with THUB_Alloc_mem of that context (UCX shared memory)
+  // instead of aligned_alloc. Throws std::bad_alloc.
+  explicit Shard(const Layout& layout, THUB_Context alloc_ctx = THUB_CONTEXT_NULL);
   ~Shard();
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -49,6 +53,7 @@ class Shard {
  private:
   char* base_ = nullptr;
   size_t alloc_ = 0;
+  THUB_Context alloc_ctx_ = THUB_CONTEXT_NULL;
   size_t bytes_ = 0;
   std::vector<size_t> off_, len_;
 };

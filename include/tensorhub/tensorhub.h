@@ -47,6 +47,7 @@ extern "C" {
 #define THUB_ERR_UNSUPPORTED (-9)  /**< e.g. CUDA memory in a build without CUDA */
 #define THUB_ERR_AUTH (-10)      /**< the registry refused this client's credentials */
 #define THUB_ERR_VERSION_LOST (-11) /**< every holder of the version is gone; ask a newer one */
+#define THUB_ERR_CANCELED (-12)  /**< the request was canceled (THUB_Cancel) before it took effect */
 #define THUB_ERR_INTERNAL (-99)  /**< a bug: please report */
 /**@}*/
 
@@ -113,6 +114,70 @@ int THUB_Info_create(THUB_Info *info);
 int THUB_Info_set(THUB_Info info, const char *key, const char *value);
 
 /**
+ * @brief The value of a key (MPI_Info_get): copied into @p value, truncated to @p len - 1
+ *        bytes and NUL-terminated; *flag says whether the key is set (@p value is untouched
+ *        when not). Environment variables are not consulted: this is the object's own content.
+ * @param[in]  info  the info object
+ * @param[in]  key   the key
+ * @param[in]  len   size of @p value in bytes (> 0)
+ * @param[out] value receives the value
+ * @param[out] flag  1 when the key is set, else 0
+ * @return THUB_SUCCESS, THUB_ERR_ARG (invalid handle, NULL arguments, zero @p len).
+ */
+int THUB_Info_get(THUB_Info info, const char *key, size_t len, char *value, int *flag);
+
+/**
+ * @brief The length of a key's value, without the NUL (MPI_Info_get_valuelen).
+ * @param[in]  info     the info object
+ * @param[in]  key      the key
+ * @param[out] valuelen the length when set
+ * @param[out] flag     1 when the key is set, else 0
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Info_get_valuelen(THUB_Info info, const char *key, size_t *valuelen, int *flag);
+
+/**
+ * @brief Remove a key (MPI_Info_delete).
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NOT_FOUND (the key is not set).
+ */
+int THUB_Info_delete(THUB_Info info, const char *key);
+
+/**
+ * @brief A new info object with the same keys and values (MPI_Info_dup).
+ * @param[in]  info    the info object
+ * @param[out] newinfo the copy; free it with THUB_Info_free
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NO_MEMORY.
+ */
+int THUB_Info_dup(THUB_Info info, THUB_Info *newinfo);
+
+/**
+ * @brief The number of keys set (MPI_Info_get_nkeys).
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Info_get_nkeys(THUB_Info info, int *nkeys);
+
+/**
+ * @brief The n-th key, 0 <= n < nkeys, in lexicographic order (MPI_Info_get_nthkey): copied
+ *        into @p key, truncated to @p len - 1 bytes and NUL-terminated.
+ * @return THUB_SUCCESS, THUB_ERR_ARG (invalid handle, @p n out of range, NULL @p key, zero @p len).
+ */
+int THUB_Info_get_nthkey(THUB_Info info, int n, char *key, size_t len);
+
+/**
+ * @brief The library's version (MPI_Get_version): the THUB_VERSION_* of the library that
+ *        runs, which may differ from the header's a program was compiled with.
+ * @return THUB_SUCCESS, THUB_ERR_ARG (a NULL argument).
+ */
+int THUB_Get_version(int *major, int *minor, int *patch);
+
+/**
+ * @brief A one-line description of the library (MPI_Get_library_version): its version, the
+ *        UCX it runs on and whether it was built with CUDA. Truncated to @p len - 1 bytes.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Get_library_version(char *buf, size_t len);
+
+/**
  * @brief Free an info object and set the handle to THUB_INFO_NULL.
  * @param[in,out] info the handle; freeing THUB_INFO_NULL is THUB_ERR_ARG
  * @return THUB_SUCCESS, THUB_ERR_ARG.
@@ -159,6 +224,31 @@ int THUB_Finalize(THUB_Context *ctx);
  * Thread-safe.
  */
 int THUB_Registry_address(THUB_Context ctx, char *buf, size_t len);
+
+/**
+ * @brief Allocate host memory for tensors (like MPI_Alloc_mem). The memory is allocated and
+ *        registered through UCX as shared memory: a reader on the same host maps it and copies
+ *        from it itself, while memory from malloc is served by this process's progress thread
+ *        (UCX 1.13 emulates such reads with messages). Register tensors anywhere inside it
+ *        with THUB_Register as usual; tensors elsewhere work as before.
+ * @param[in]  ctx     the context
+ * @param[in]  bytes   size (> 0)
+ * @param[in]  info    THUB_INFO_NULL (no keys yet)
+ * @param[out] baseptr the memory, page-aligned, contents undefined
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_NO_MEMORY.
+ * Thread-safe.
+ */
+int THUB_Alloc_mem(THUB_Context ctx, size_t bytes, THUB_Info info, void **baseptr);
+
+/**
+ * @brief Free memory from THUB_Alloc_mem.
+ * @param[in] ctx  the context that allocated it
+ * @param[in] base the address THUB_Alloc_mem returned
+ * @return THUB_SUCCESS, THUB_ERR_ARG (not from THUB_Alloc_mem of @p ctx), THUB_ERR_STATE (a
+ *         model still registers tensors in it: close the model first).
+ * Memory still allocated is freed by THUB_Finalize. Thread-safe.
+ */
+int THUB_Free_mem(THUB_Context ctx, void *base);
 
 /**
  * @brief Open this process's shard of one replica of a model.
@@ -215,14 +305,28 @@ int THUB_Publish(THUB_Model m, int64_t version);
 int THUB_Replicate(THUB_Model m, int64_t version, int64_t *got);
 
 /**
- * @brief Nonblocking THUB_Replicate. Complete it with THUB_Test or THUB_Wait.
+ * @brief Nonblocking THUB_Replicate. Complete it with THUB_Test, THUB_Wait, THUB_Waitall or
+ *        THUB_Testany. Requests are carried out by the context's engine (one thread per
+ *        context, whatever the number of requests); many requests on different models of
+ *        one context may be outstanding at once.
  * @param[in]  m       the model
  * @param[in]  version as for THUB_Replicate
  * @param[out] req     the request
- * @return THUB_SUCCESS (started), or an error of THUB_Replicate found before starting.
- * At most one request per model may be outstanding (else THUB_ERR_STATE).
+ * @return THUB_SUCCESS (started; the operation's own outcome comes with its completion).
+ * At most one operation per model at a time (else THUB_ERR_STATE).
  */
 int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request *req);
+
+/**
+ * @brief Nonblocking THUB_Update. Its completion's status is THUB_SUCCESS, THUB_NOT_UPDATED
+ *        or an error, as THUB_Update's.
+ */
+int THUB_Iupdate(THUB_Model m, int64_t version, THUB_Request *req);
+
+/**
+ * @brief Nonblocking THUB_Unpublish: completes once no peer reads this shard's buffers.
+ */
+int THUB_Iunpublish(THUB_Model m, THUB_Request *req);
 
 /**
  * @brief Move to a newer version in one step: if a version newer than the one held and
@@ -266,9 +370,49 @@ int THUB_Test(THUB_Request *req, int *done, int64_t *got);
  * @brief Wait for a nonblocking request, free it and set it to THUB_REQUEST_NULL.
  * @param[in,out] req the request
  * @param[out]    got the version now held (may be NULL)
- * @return the operation's status; THUB_ERR_ARG for a null request.
+ * @return the operation's status; THUB_ERR_ARG for a null or invalid request handle.
  */
 int THUB_Wait(THUB_Request *req, int64_t *got);
+
+/**
+ * @brief Wait for every request of an array (MPI_Waitall); each is freed and set to
+ *        THUB_REQUEST_NULL (null entries are skipped).
+ * @param[in]     count    the number of requests
+ * @param[in,out] reqs     the requests
+ * @param[out]    gots     per request, the version held afterwards, -1 on error (may be NULL)
+ * @param[out]    statuses per request, its status (may be NULL)
+ * @return THUB_SUCCESS when none ended with an error, else the first error in array order;
+ *         THUB_ERR_ARG (and nothing waited for) when an entry is not a valid request.
+ */
+int THUB_Waitall(int count, THUB_Request *reqs, int64_t *gots, int *statuses);
+
+/**
+ * @brief Test whether any request of an array has finished (MPI_Testany): the first one
+ *        found is freed, set to THUB_REQUEST_NULL, and its status returned.
+ * @param[in]     count the number of requests
+ * @param[in,out] reqs  the requests
+ * @param[out]    index the finished one's index, -1 when none (or none active)
+ * @param[out]    done  1 when one finished or none is active, else 0
+ * @param[out]    got   the finished one's version (may be NULL)
+ * @return the finished request's status; THUB_SUCCESS when none finished.
+ */
+int THUB_Testany(int count, THUB_Request *reqs, int *index, int *done, int64_t *got);
+
+/**
+ * @brief Free a request handle without waiting (MPI_Request_free): the operation goes on
+ *        and completes; its outcome is not reported. The model counts it as in progress
+ *        until then.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Request_free(THUB_Request *req);
+
+/**
+ * @brief Ask for a request to be canceled (MPI_Cancel). It still has to be completed with
+ *        THUB_Wait or THUB_Test: it then ends with THUB_ERR_CANCELED if the cancellation took
+ *        effect (a replicate given back before any byte was overwritten), or as it would have.
+ * @return THUB_SUCCESS, THUB_ERR_ARG.
+ */
+int THUB_Cancel(THUB_Request *req);
 
 /**
  * @brief Read one counter of a model (an addition to API.md, in the spirit of MPI_T).

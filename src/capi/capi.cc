@@ -2,6 +2,7 @@
 // here; nothing C++ crosses include/tensorhub/tensorhub.h.
 #include <tensorhub/tensorhub.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -21,6 +22,7 @@
 #include "src/common/info.h"
 #include "src/common/info_keys.h"
 #include "src/common/status.h"
+#include "src/transport/worker.h"
 
 namespace {
 
@@ -42,17 +44,31 @@ struct ModelObj {
   std::shared_ptr<CtxObj> owner;
   std::shared_mutex life;  // shared while a call uses model; unique to destroy it
   std::unique_ptr<thub::client::Model> model;
-  std::mutex busy;  // one operation at a time per model
-  std::atomic<uintptr_t> outstanding{0};  // the nonblocking request running on it
+  std::mutex busy;  // held by a blocking call on the model (close and finalize refuse then)
+  std::mutex inflight_mu;
+  std::vector<std::shared_ptr<thub::client::Request>> inflight;  // nonblocking, freed ones too
+  // True while a nonblocking request started on the model has not ended.
+  bool has_inflight() {
+    std::lock_guard<std::mutex> lk(inflight_mu);
+    inflight.erase(std::remove_if(inflight.begin(), inflight.end(), [](const auto& r) { return r->done(); }),
+                   inflight.end());
+    return !inflight.empty();
+  }
+  void wait_inflight() {
+    std::vector<std::shared_ptr<thub::client::Request>> rs;
+    {
+      std::lock_guard<std::mutex> lk(inflight_mu);
+      rs = inflight;
+    }
+    for (auto& r : rs) r->wait();
+  }
 };
 
+// A nonblocking operation (THUB_Request): the model's request, carried out by the context's
+// engine; this object only names it for the caller.
 struct ReqObj {
   std::shared_ptr<ModelObj> m;
-  std::mutex join_mu;  // THUB_Wait from two threads at once joins once
-  std::thread thread;
-  std::atomic<bool> done{false};
-  int status = THUB_SUCCESS;
-  int64_t got = -1;
+  std::shared_ptr<thub::client::Request> r;
 };
 
 thub::capi::HandleTable<InfoObj, 1> g_infos;
@@ -117,7 +133,7 @@ int model_op(THUB_Model h, const char* what, F&& f) {
   if (!m) return arg_error(nullptr, std::string(what) + ": invalid model handle");
   CtxObj* c = m->owner.get();
   std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
-  if (!lk.owns_lock() || m->outstanding.load()) {
+  if (!lk.owns_lock() || m->has_inflight()) {
     return state_error(c, std::string(what) + ": another operation is in progress on this model");
   }
   if (c->finalizing) return state_error(c, std::string(what) + ": the model's context is being finalized");
@@ -126,26 +142,26 @@ int model_op(THUB_Model h, const char* what, F&& f) {
   return guard(c, [&] { return f(*m); });
 }
 
-// Waits for a nonblocking request, frees it and clears its model's slot.
-int finish_request(uintptr_t h, const std::shared_ptr<ReqObj>& r, int64_t* got) {
-  {
-    std::lock_guard<std::mutex> lk(r->join_mu);
-    if (r->thread.joinable()) r->thread.join();
-  }
+// A finished request's outcome, for the caller; frees its handle.
+int finish_request(uintptr_t h, const std::shared_ptr<ReqObj>& q, int64_t* got) {
   if (!g_requests.remove(h)) return THUB_ERR_ARG;  // another thread finished it meanwhile
-  int st = r->status;
-  if (got && st >= 0) *got = r->got;
-  r->m->outstanding = 0;
+  int st = static_cast<int>(q->r->code());
+  if (got && st >= 0) *got = q->r->version();
+  return st;
+}
+
+// Waits for a model's request and maps its outcome (blocking calls).
+int outcome(const std::shared_ptr<thub::client::Request>& r, int64_t* got) {
+  r->wait();
+  int st = static_cast<int>(r->code());
+  if (got && st >= 0) *got = r->version();
   return st;
 }
 
 // Unpublishes, forgets the model at the registry and frees it (busy held by the caller).
 int close_model(uintptr_t h, ModelObj& m) {
   CtxObj* c = m.owner.get();
-  int st = guard(c, [&] {
-    m.model->close();
-    return THUB_SUCCESS;
-  });
+  int st = guard(c, [&] { return outcome(m.model->close(), nullptr); });
   // The handle goes away even if the registry could not be told (it forgets us on disconnect).
   g_models.remove(h);
   {
@@ -159,15 +175,14 @@ int close_model(uintptr_t h, ModelObj& m) {
   return st == THUB_ERR_REGISTRY ? THUB_SUCCESS : st;
 }
 
-// The status texts, built once: THUB_Error_string returns constants.
+// The status texts, built once from the one table (src/common/status.h): THUB_Error_string
+// returns constants.
 const std::string& error_text(int status) {
   static const std::vector<std::pair<int, std::string>> texts = [] {
     std::vector<std::pair<int, std::string>> v;
-    for (int code : {THUB_SUCCESS, THUB_IN_PROGRESS, THUB_NOT_UPDATED, THUB_ERR_ARG, THUB_ERR_STATE,
-                     THUB_ERR_NOT_FOUND, THUB_ERR_LAYOUT, THUB_ERR_TRANSPORT, THUB_ERR_REGISTRY, THUB_ERR_TIMEOUT,
-                     THUB_ERR_NO_MEMORY, THUB_ERR_UNSUPPORTED, THUB_ERR_AUTH, THUB_ERR_VERSION_LOST,
-                     THUB_ERR_INTERNAL}) {
-      v.emplace_back(code, std::string(thub::code_name(code)) + ": " + thub::code_hint(code));
+    for (size_t i = 0; i < thub::kCodeTextCount; ++i) {
+      const thub::CodeText& t = thub::kCodeTexts[i];
+      v.emplace_back(t.code, std::string(t.name) + ": " + t.hint);
     }
     return v;
   }();
@@ -178,6 +193,47 @@ const std::string& error_text(int status) {
   return unknown;
 }
 
+// The public numbers are the internal ones (the table holds both).
+#define THUB_SAME_CODE(pub, internal) static_assert((pub) == static_cast<int>(thub::Code::internal), #pub)
+THUB_SAME_CODE(THUB_SUCCESS, kSuccess);
+THUB_SAME_CODE(THUB_IN_PROGRESS, kInProgress);
+THUB_SAME_CODE(THUB_NOT_UPDATED, kNotUpdated);
+THUB_SAME_CODE(THUB_ERR_ARG, kArg);
+THUB_SAME_CODE(THUB_ERR_STATE, kState);
+THUB_SAME_CODE(THUB_ERR_NOT_FOUND, kNotFound);
+THUB_SAME_CODE(THUB_ERR_LAYOUT, kLayout);
+THUB_SAME_CODE(THUB_ERR_TRANSPORT, kTransport);
+THUB_SAME_CODE(THUB_ERR_REGISTRY, kRegistry);
+THUB_SAME_CODE(THUB_ERR_TIMEOUT, kTimeout);
+THUB_SAME_CODE(THUB_ERR_NO_MEMORY, kNoMemory);
+THUB_SAME_CODE(THUB_ERR_UNSUPPORTED, kUnsupported);
+THUB_SAME_CODE(THUB_ERR_AUTH, kAuth);
+THUB_SAME_CODE(THUB_ERR_VERSION_LOST, kVersionLost);
+THUB_SAME_CODE(THUB_ERR_CANCELED, kCanceled);
+THUB_SAME_CODE(THUB_ERR_INTERNAL, kInternal);
+#undef THUB_SAME_CODE
+
+}  // namespace
+
+namespace {
+
+// Starts a nonblocking operation: its request handle, counted on the model until it ends.
+template <typename Start>
+int start_request(THUB_Model m, THUB_Request* req, const char* what, Start&& start) {
+  std::shared_ptr<ModelObj> self = g_models.find(raw(m));
+  return model_op(m, what, [&](ModelObj& h) {
+    if (!req) throw thub::Error(thub::Code::kArg, std::string(what) + ": req is NULL");
+    auto q = std::make_shared<ReqObj>();
+    q->m = self;
+    q->r = start(h);
+    {
+      std::lock_guard<std::mutex> lk(h.inflight_mu);
+      h.inflight.push_back(q->r);
+    }
+    *req = handle<THUB_Request>(g_requests.insert(std::move(q)));
+    return THUB_SUCCESS;
+  });
+}
 }  // namespace
 
 extern "C" {
@@ -221,6 +277,90 @@ int THUB_Info_set(THUB_Info info, const char* key, const char* value) {
   });
 }
 
+namespace {
+void copy_out(const std::string& s, char* buf, size_t len) {
+  size_t n = s.size() < len - 1 ? s.size() : len - 1;
+  std::memcpy(buf, s.data(), n);
+  buf[n] = '\0';
+}
+}  // namespace
+
+int THUB_Info_get(THUB_Info info, const char* key, size_t len, char* value, int* flag) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || !value || !flag || len == 0) return arg_error(nullptr, "THUB_Info_get: invalid argument");
+  auto it = i->map.entries().find(key);
+  *flag = it != i->map.entries().end();
+  if (*flag) copy_out(it->second, value, len);
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_get_valuelen(THUB_Info info, const char* key, size_t* valuelen, int* flag) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || !valuelen || !flag) return arg_error(nullptr, "THUB_Info_get_valuelen: invalid argument");
+  auto it = i->map.entries().find(key);
+  *flag = it != i->map.entries().end();
+  if (*flag) *valuelen = it->second.size();
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_delete(THUB_Info info, const char* key) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key) return arg_error(nullptr, "THUB_Info_delete: invalid argument");
+  if (!i->map.erase(key)) {
+    record(nullptr, std::string("THUB_ERR_NOT_FOUND: THUB_Info_delete: key '") + key + "' is not set");
+    return THUB_ERR_NOT_FOUND;
+  }
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_dup(THUB_Info info, THUB_Info* newinfo) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !newinfo) return arg_error(nullptr, "THUB_Info_dup: invalid argument");
+  return guard(nullptr, [&] {
+    auto copy = std::make_shared<InfoObj>();
+    copy->map = i->map;
+    *newinfo = handle<THUB_Info>(g_infos.insert(std::move(copy)));
+    return THUB_SUCCESS;
+  });
+}
+
+int THUB_Info_get_nkeys(THUB_Info info, int* nkeys) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !nkeys) return arg_error(nullptr, "THUB_Info_get_nkeys: invalid argument");
+  *nkeys = static_cast<int>(i->map.entries().size());
+  return THUB_SUCCESS;
+}
+
+int THUB_Info_get_nthkey(THUB_Info info, int n, char* key, size_t len) {
+  std::shared_ptr<InfoObj> i = g_infos.find(raw(info));
+  if (!i || !key || len == 0 || n < 0 || static_cast<size_t>(n) >= i->map.entries().size()) {
+    return arg_error(nullptr, "THUB_Info_get_nthkey: invalid argument");
+  }
+  copy_out(std::next(i->map.entries().begin(), n)->first, key, len);
+  return THUB_SUCCESS;
+}
+
+int THUB_Get_version(int* major, int* minor, int* patch) {
+  if (!major || !minor || !patch) return arg_error(nullptr, "THUB_Get_version: NULL argument");
+  *major = THUB_VERSION_MAJOR;
+  *minor = THUB_VERSION_MINOR;
+  *patch = THUB_VERSION_PATCH;
+  return THUB_SUCCESS;
+}
+
+int THUB_Get_library_version(char* buf, size_t len) {
+  if (!buf || len == 0) return arg_error(nullptr, "THUB_Get_library_version: invalid argument");
+  std::string s = "TensorHub " + std::to_string(THUB_VERSION_MAJOR) + "." + std::to_string(THUB_VERSION_MINOR) + "." +
+                  std::to_string(THUB_VERSION_PATCH) + " (UCX " + thub::transport::ucx_version() +
+#ifdef THUB_HAVE_CUDA
+                  ", CUDA staging built in)";
+#else
+                  ", built without CUDA)";
+#endif
+  copy_out(s, buf, len);
+  return THUB_SUCCESS;
+}
+
 int THUB_Info_free(THUB_Info* info) {
   if (!info || !g_infos.remove(raw(*info))) return arg_error(nullptr, "THUB_Info_free: invalid info handle");
   *info = THUB_INFO_NULL;
@@ -262,9 +402,7 @@ int THUB_Finalize(THUB_Context* ctx) {
   for (uintptr_t h : handles) {
     std::shared_ptr<ModelObj> m = g_models.find(h);
     if (!m) continue;
-    if (uintptr_t rq = m->outstanding.load()) {
-      if (std::shared_ptr<ReqObj> r = g_requests.find(rq)) (void)finish_request(rq, r, nullptr);
-    }
+    m->wait_inflight();  // nonblocking requests of ours end first (their handles stay valid to test)
     std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
     if (!lk.owns_lock()) {
       c->finalizing = false;
@@ -297,6 +435,34 @@ int THUB_Registry_address(THUB_Context ctx, char* buf, size_t len) {
   if (a.size() + 1 > len) return arg_error(c.get(), "THUB_Registry_address: buffer too small for '" + a + "'");
   std::memcpy(buf, a.c_str(), a.size() + 1);
   return THUB_SUCCESS;
+}
+
+int THUB_Alloc_mem(THUB_Context ctx, size_t bytes, THUB_Info info, void** baseptr) {
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c) return arg_error(nullptr, "THUB_Alloc_mem: invalid context handle");
+  if (!baseptr) return arg_error(c.get(), "THUB_Alloc_mem: baseptr is NULL");
+  std::shared_ptr<InfoObj> i;
+  if (info != THUB_INFO_NULL && !(i = g_infos.find(raw(info)))) {
+    return arg_error(c.get(), "THUB_Alloc_mem: invalid info handle");
+  }
+  return guard(c.get(), [&] {
+    if (i) thub::check_info_keys(i->map, thub::InfoScope::kMemory, "THUB_Alloc_mem");
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) throw thub::Error(thub::Code::kArg, "THUB_Alloc_mem: invalid context handle");
+    *baseptr = c->ctx->alloc_mem(bytes);
+    return THUB_SUCCESS;
+  });
+}
+
+int THUB_Free_mem(THUB_Context ctx, void* base) {
+  std::shared_ptr<CtxObj> c = g_contexts.find(raw(ctx));
+  if (!c) return arg_error(nullptr, "THUB_Free_mem: invalid context handle");
+  return guard(c.get(), [&] {
+    std::shared_lock<std::shared_mutex> lk(c->life);
+    if (!c->ctx) throw thub::Error(thub::Code::kArg, "THUB_Free_mem: invalid context handle");
+    c->ctx->free_mem(base);
+    return THUB_SUCCESS;
+  });
 }
 
 int THUB_Open(THUB_Context ctx, const char* model, const char* replica, int shard, int num_shards, THUB_Info info,
@@ -339,65 +505,31 @@ int THUB_Register(THUB_Model m, const char* tensor, void* addr, size_t bytes, in
 }
 
 int THUB_Publish(THUB_Model m, int64_t version) {
-  return model_op(m, "THUB_Publish", [&](ModelObj& h) {
-    h.model->publish(version);
-    return THUB_SUCCESS;
-  });
+  return model_op(m, "THUB_Publish", [&](ModelObj& h) { return outcome(h.model->publish(version), nullptr); });
 }
 
 int THUB_Replicate(THUB_Model m, int64_t version, int64_t* got) {
-  return model_op(m, "THUB_Replicate", [&](ModelObj& h) {
-    int64_t v = h.model->replicate(version);
-    if (got) *got = v;
-    return THUB_SUCCESS;
-  });
-}
-
-int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request* req) {
-  return model_op(m, "THUB_Ireplicate", [&](ModelObj& h) {
-    if (!req) throw thub::Error(thub::Code::kArg, "THUB_Ireplicate: req is NULL");
-    std::shared_ptr<ModelObj> self = g_models.find(raw(m));
-    if (!self) throw thub::Error(thub::Code::kArg, "THUB_Ireplicate: invalid model handle");
-    auto r = std::make_shared<ReqObj>();
-    r->m = self;
-    uintptr_t rh = g_requests.insert(r);
-    h.outstanding = rh;
-    try {
-      ReqObj* rp = r.get();
-      rp->thread = std::thread([rp, version] {
-        ModelObj& mo = *rp->m;
-        int64_t v = -1;
-        rp->status = guard(mo.owner.get(), [&] {
-          v = mo.model->replicate(version);
-          return THUB_SUCCESS;
-        });
-        rp->got = v;
-        rp->done = true;
-      });
-    } catch (...) {
-      h.outstanding = 0;
-      g_requests.remove(rh);
-      throw;
-    }
-    *req = handle<THUB_Request>(rh);
-    return THUB_SUCCESS;
-  });
+  return model_op(m, "THUB_Replicate", [&](ModelObj& h) { return outcome(h.model->replicate(version, false), got); });
 }
 
 int THUB_Update(THUB_Model m, int64_t version, int64_t* got) {
-  return model_op(m, "THUB_Update", [&](ModelObj& h) {
-    int64_t v = -1;
-    thub::Code c = h.model->update(version, &v);
-    if (got) *got = v;
-    return static_cast<int>(c);
-  });
+  return model_op(m, "THUB_Update", [&](ModelObj& h) { return outcome(h.model->replicate(version, true), got); });
 }
 
 int THUB_Unpublish(THUB_Model m) {
-  return model_op(m, "THUB_Unpublish", [&](ModelObj& h) {
-    h.model->unpublish();
-    return THUB_SUCCESS;
-  });
+  return model_op(m, "THUB_Unpublish", [&](ModelObj& h) { return outcome(h.model->unpublish(), nullptr); });
+}
+
+int THUB_Ireplicate(THUB_Model m, int64_t version, THUB_Request* req) {
+  return start_request(m, req, "THUB_Ireplicate", [&](ModelObj& h) { return h.model->replicate(version, false); });
+}
+
+int THUB_Iupdate(THUB_Model m, int64_t version, THUB_Request* req) {
+  return start_request(m, req, "THUB_Iupdate", [&](ModelObj& h) { return h.model->replicate(version, true); });
+}
+
+int THUB_Iunpublish(THUB_Model m, THUB_Request* req) {
+  return start_request(m, req, "THUB_Iunpublish", [&](ModelObj& h) { return h.model->unpublish(); });
 }
 
 int THUB_Close(THUB_Model* m) {
@@ -406,11 +538,11 @@ int THUB_Close(THUB_Model* m) {
   std::shared_ptr<ModelObj> obj = g_models.find(h);
   if (!obj) return arg_error(nullptr, "THUB_Close: invalid model handle");
   CtxObj* c = obj->owner.get();
-  if (obj->outstanding.load()) {
+  if (obj->has_inflight()) {
     return state_error(c, "THUB_Close: a nonblocking request is still outstanding; wait for it first");
   }
   std::unique_lock<std::mutex> lk(obj->busy, std::try_to_lock);
-  if (!lk.owns_lock() || obj->outstanding.load()) {
+  if (!lk.owns_lock() || obj->has_inflight()) {
     return state_error(c, "THUB_Close: another operation is in progress on this model");
   }
   if (c->finalizing) return state_error(c, "THUB_Close: the model's context is being finalized");
@@ -421,14 +553,16 @@ int THUB_Close(THUB_Model* m) {
 
 int THUB_Test(THUB_Request* req, int* done, int64_t* got) {
   if (!req || !done) return arg_error(nullptr, "THUB_Test: invalid argument");
-  std::shared_ptr<ReqObj> r = g_requests.find(raw(*req));
-  if (!r) return arg_error(nullptr, "THUB_Test: invalid request handle");
-  if (!r->done.load()) {
+  std::shared_ptr<ReqObj> q = g_requests.find(raw(*req));
+  if (!q) return arg_error(nullptr, "THUB_Test: invalid request handle");
+  if (!q->r->done()) {
     *done = 0;
     return THUB_SUCCESS;
   }
-  int st = finish_request(raw(*req), r, got);
-  if (st == THUB_ERR_ARG) return arg_error(nullptr, "THUB_Test: invalid request handle");
+  int st = finish_request(raw(*req), q, got);
+  if (st == THUB_ERR_ARG && !g_requests.find(raw(*req))) {
+    // (finished by another thread meanwhile: that one reports it)
+  }
   *done = 1;
   *req = THUB_REQUEST_NULL;
   return st;
@@ -436,12 +570,67 @@ int THUB_Test(THUB_Request* req, int* done, int64_t* got) {
 
 int THUB_Wait(THUB_Request* req, int64_t* got) {
   if (!req) return arg_error(nullptr, "THUB_Wait: req is NULL");
-  std::shared_ptr<ReqObj> r = g_requests.find(raw(*req));
-  if (!r) return arg_error(nullptr, "THUB_Wait: invalid request handle");
-  int st = finish_request(raw(*req), r, got);
-  if (st == THUB_ERR_ARG) return arg_error(nullptr, "THUB_Wait: invalid request handle");
+  std::shared_ptr<ReqObj> q = g_requests.find(raw(*req));
+  if (!q) return arg_error(nullptr, "THUB_Wait: invalid request handle");
+  q->r->wait();
+  int st = finish_request(raw(*req), q, got);
   *req = THUB_REQUEST_NULL;
   return st;
+}
+
+int THUB_Waitall(int count, THUB_Request* reqs, int64_t* gots, int* statuses) {
+  if (count < 0 || (count > 0 && !reqs)) return arg_error(nullptr, "THUB_Waitall: invalid argument");
+  for (int i = 0; i < count; ++i) {
+    if (reqs[i] != THUB_REQUEST_NULL && !g_requests.find(raw(reqs[i]))) {
+      return arg_error(nullptr, "THUB_Waitall: request " + std::to_string(i) + " is not a valid request handle");
+    }
+  }
+  int first_error = THUB_SUCCESS;
+  for (int i = 0; i < count; ++i) {
+    int64_t got = -1;
+    int st = reqs[i] == THUB_REQUEST_NULL ? THUB_SUCCESS : THUB_Wait(&reqs[i], &got);
+    if (gots) gots[i] = st >= 0 ? got : -1;
+    if (statuses) statuses[i] = st;
+    if (st < 0 && first_error == THUB_SUCCESS) first_error = st;
+  }
+  return first_error;
+}
+
+int THUB_Testany(int count, THUB_Request* reqs, int* index, int* done, int64_t* got) {
+  if (count < 0 || (count > 0 && !reqs) || !index || !done) return arg_error(nullptr, "THUB_Testany: invalid argument");
+  bool any = false;
+  for (int i = 0; i < count; ++i) {
+    if (reqs[i] == THUB_REQUEST_NULL) continue;
+    std::shared_ptr<ReqObj> q = g_requests.find(raw(reqs[i]));
+    if (!q) return arg_error(nullptr, "THUB_Testany: request " + std::to_string(i) + " is not a valid request handle");
+    any = true;
+    if (!q->r->done()) continue;
+    int st = finish_request(raw(reqs[i]), q, got);
+    reqs[i] = THUB_REQUEST_NULL;
+    *index = i;
+    *done = 1;
+    return st;
+  }
+  *index = -1;
+  *done = any ? 0 : 1;  // MPI: no active request counts as done, with no index
+  return THUB_SUCCESS;
+}
+
+int THUB_Request_free(THUB_Request* req) {
+  if (!req) return arg_error(nullptr, "THUB_Request_free: req is NULL");
+  std::shared_ptr<ReqObj> q = g_requests.find(raw(*req));
+  if (!q || !g_requests.remove(raw(*req))) return arg_error(nullptr, "THUB_Request_free: invalid request handle");
+  *req = THUB_REQUEST_NULL;  // the operation goes on; its outcome is not reported
+  return THUB_SUCCESS;
+}
+
+int THUB_Cancel(THUB_Request* req) {
+  if (!req) return arg_error(nullptr, "THUB_Cancel: req is NULL");
+  std::shared_ptr<ReqObj> q = g_requests.find(raw(*req));
+  if (!q) return arg_error(nullptr, "THUB_Cancel: invalid request handle");
+  std::shared_lock<std::shared_mutex> life(q->m->life);
+  if (q->m->model) q->m->model->cancel(*q->r);
+  return THUB_SUCCESS;  // complete it with THUB_Wait/THUB_Test as usual
 }
 
 int THUB_Model_stat(THUB_Model m, const char* key, int64_t* value) {

@@ -1,10 +1,10 @@
 #include "src/client/context.h"
 
+#include <algorithm>
 #include <iterator>
 #include <sstream>
 #include <vector>
 
-#include "src/client/model.h"
 #include "src/common/status.h"
 #include "src/registry/auth.h"
 #include "src/registry/connection.h"
@@ -102,49 +102,83 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   co.registry_timeout_ms = cfg_.registry_timeout_ms;
   co.connect_timeout_ms = cfg_.registry_connect_timeout_ms;
   co.request_timeout_ms = cfg_.registry_request_timeout_ms;
+  engine_ = std::make_unique<Executor>("engine");
+  copier_ = std::make_unique<Executor>("copy engine");
   conn_ = std::make_unique<registry::Connection>(co);
-  conn_->on_order([this](const registry::Order& o) { dispatch_order(o.member, o.offload, o.version); });
-  conn_->on_reconnect([this] { dispatch_reconnect(); });
+  // From the connection's reader thread to the engine: nothing waits there.
+  conn_->on_order([this](const registry::Order& o) {
+    MachineEvent ev = o.offload ? MachineEvent{OffloadOrdered{o.member, o.version}}
+                                : MachineEvent{DiscardOrdered{o.member, o.version}};
+    engine_->post([this, ev] { dispatch(ev); });
+  });
+  conn_->on_event([this](registry::ConnectionEvent e, uint64_t generation, const std::string& why) {
+    MachineEvent ev = e == registry::ConnectionEvent::kLost   ? MachineEvent{RegistryLost{}}
+                      : e == registry::ConnectionEvent::kBack ? MachineEvent{RegistryBack{generation}}
+                                                              : MachineEvent{RegistryGone{why}};
+    engine_->post([this, ev] { dispatch(ev); });
+  });
 }
 
-void Context::dispatch_order(uint64_t member, bool offload, int64_t version) {
-  std::shared_lock<std::shared_mutex> life(life_mu_);
-  Model* m = nullptr;
+void Context::dispatch(const MachineEvent& ev) {
+  std::vector<std::shared_ptr<RegistryListener>> ms;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = models_.find(member);
-    if (it != models_.end()) m = it->second;
-  }
-  if (!m) return;
-  try {
-    if (offload) m->offload(member, version);
-    else m->discard(version);
-  } catch (const std::exception& e) {
-    set_last_error(std::string("registry order failed: ") + e.what());
-  }
-}
-
-void Context::dispatch_reconnect() {
-  std::shared_lock<std::shared_mutex> life(life_mu_);
-  std::vector<Model*> ms;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [id, m] : models_) ms.push_back(m);
-  }
-  for (Model* m : ms) {
-    try {
-      m->reregister();
-    } catch (const std::exception& e) {
-      set_last_error(std::string("re-registering after registry failover failed: ") + e.what());
+    for (auto& w : models_) {
+      if (auto m = w.lock()) ms.push_back(std::move(m));
     }
   }
+  for (auto& m : ms) m->on_registry(ev);
 }
 
 Context::~Context() {
+  // No new registry events; what the executors hold runs to its end (it may still send).
+  conn_->on_order(nullptr);
+  conn_->on_event(nullptr);
+  for (int round = 0; round < 3; ++round) {  // work that hands work to the other one
+    copier_->call([] {});
+    engine_->call([] {});
+  }
+  copier_->shutdown();
+  engine_->shutdown();  // (the objects stay until the end: late posts are dropped)
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    allocations_.clear();  // before the worker they are registered with
+  }
   conn_.reset();
   worker_.reset();
   if (server_) server_->stop();
   server_.reset();
+}
+
+void* Context::alloc_mem(size_t bytes) {
+  if (bytes == 0) throw Error(Code::kArg, "THUB_Alloc_mem: 0 bytes");
+  std::shared_ptr<transport::MemoryRegion> r = worker_->allocate(bytes);
+  void* base = r->data();
+  std::lock_guard<std::mutex> lk(mu_);
+  allocations_[reinterpret_cast<uintptr_t>(base)] = std::move(r);
+  return base;
+}
+
+void Context::free_mem(void* base) {
+  std::shared_ptr<transport::MemoryRegion> gone;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(base));
+  if (it == allocations_.end()) {
+    throw Error(Code::kArg, "THUB_Free_mem: this address was not returned by THUB_Alloc_mem of this context");
+  }
+  if (it->second.use_count() > 1) {
+    throw Error(Code::kState, "THUB_Free_mem: a model still serves tensors in this memory; close it first");
+  }
+  gone = std::move(it->second);
+  allocations_.erase(it);
+}
+
+std::shared_ptr<transport::MemoryRegion> Context::find_allocation(const void* p, uint64_t n) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = allocations_.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  return it->second->contains(p, n) ? it->second : nullptr;
 }
 
 std::string Context::registry_address() const { return server_ ? server_->address() : conn_->address(); }
@@ -159,24 +193,19 @@ std::string Context::last_error() const {
   return last_error_;
 }
 
-void Context::attach(uint64_t member, Model* m) {
+void Context::attach(const std::shared_ptr<RegistryListener>& m) {
   std::lock_guard<std::mutex> lk(mu_);
-  models_[member] = m;
+  models_.push_back(m);
 }
 
-void Context::detach(uint64_t member) {
+void Context::detach(const RegistryListener* m) {
   std::lock_guard<std::mutex> lk(mu_);
-  models_.erase(member);
-}
-
-void Context::retire(Model* m) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto it = models_.begin(); it != models_.end();) {
-      it = it->second == m ? models_.erase(it) : std::next(it);
-    }
-  }
-  std::unique_lock<std::shared_mutex> life(life_mu_);  // waits for dispatches in progress
+  models_.erase(std::remove_if(models_.begin(), models_.end(),
+                               [m](const std::weak_ptr<RegistryListener>& w) {
+                                 auto p = w.lock();
+                                 return !p || p.get() == m;
+                               }),
+                models_.end());
 }
 
 }  // namespace thub::client

@@ -1,5 +1,7 @@
 // One THUB_Context: configuration from info keys, the data plane (a transport::Worker),
-// the registry connection, and the embedded registry when none is given.
+// the registry connection, the embedded registry when none is given, and the two executors
+// every model of the context shares: the engine (decisions, registry messages, request
+// completions) and the copy engine (packing, checksums, copy-out, retention copies).
 #pragma once
 
 #include <cstdint>
@@ -9,9 +11,12 @@
 #include <shared_mutex>
 #include <string>
 
+#include "src/client/executor.h"
+#include "src/client/member_machine.h"
 #include "src/common/info.h"
 
 namespace thub::transport {
+class MemoryRegion;
 class Worker;
 }
 namespace thub::registry {
@@ -20,8 +25,6 @@ class Server;
 }
 
 namespace thub::client {
-
-class Model;
 
 struct ContextConfig {
   std::string registry;         // "" = embedded
@@ -45,7 +48,7 @@ struct ContextConfig {
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
   int64_t progress_spin_us = 20;        // progress thread spin window after an event
-  uint64_t compaction_threshold = 2u << 20;  // tensors below it travel packed (0: never)
+  uint64_t compaction_threshold = 64u << 10;  // tensors below it travel packed (0: never)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
   // direct: zero-copy gets of the tensors; copy: staged through registered host memory;
   // tcp: direct over UCX's tcp transport only (UCX_TLS=tcp,self unless tls/UCX_TLS is set).
@@ -67,14 +70,25 @@ class Context {
   [[nodiscard]] registry::Connection& registry() { return *conn_; }
   [[nodiscard]] std::string registry_address() const;
 
+  // THUB_Alloc_mem: host memory allocated and registered through UCX (shared memory that
+  // readers on this host map and copy from themselves), kept until free_mem or the context
+  // goes. free_mem refuses memory a model still serves (kState) or that did not come from
+  // alloc_mem (kArg).
+  void* alloc_mem(size_t bytes);
+  void free_mem(void* base);
+  // The allocation holding [p, p + n), or null: models register tensors there with it.
+  [[nodiscard]] std::shared_ptr<transport::MemoryRegion> find_allocation(const void* p, uint64_t n) const;
+
   void set_last_error(const std::string& s);
   [[nodiscard]] std::string last_error() const;
 
-  // Models register themselves so that registry orders (retention offload) and failover
-  // reach them. `retire` waits until no order or failover is being carried out on `m`.
-  void attach(uint64_t member, Model* m);
-  void detach(uint64_t member);
-  void retire(Model* m);
+  [[nodiscard]] Executor& engine() { return *engine_; }
+  [[nodiscard]] Executor& copier() { return *copier_; }
+
+  // Models listen for registry orders (retention) and connection changes (failover): the
+  // engine hands each event to every model attached.
+  void attach(const std::shared_ptr<RegistryListener>& m);
+  void detach(const RegistryListener* m);
 
  private:
   ContextConfig cfg_;
@@ -83,10 +97,11 @@ class Context {
   std::unique_ptr<registry::Connection> conn_;
   mutable std::mutex mu_;
   std::string last_error_;
-  std::map<uint64_t, Model*> models_;
-  std::shared_mutex life_mu_;  // shared while dispatching to a model; unique to retire one
-  void dispatch_order(uint64_t member, bool offload, int64_t version);
-  void dispatch_reconnect();
+  std::vector<std::weak_ptr<RegistryListener>> models_;
+  std::map<uintptr_t, std::shared_ptr<transport::MemoryRegion>> allocations_;  // by base address
+  std::unique_ptr<Executor> engine_;
+  std::unique_ptr<Executor> copier_;
+  void dispatch(const MachineEvent& ev);  // on the engine
 };
 
 }  // namespace thub::client

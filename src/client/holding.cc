@@ -9,7 +9,6 @@
 #include "src/client/tensor_copy.h"
 #include "src/common/host.h"
 #include "src/common/status.h"
-#include "src/transport/cuda_staging.h"
 #include "src/transport/worker.h"
 
 namespace thub::client {
@@ -29,25 +28,31 @@ uint64_t descriptor_bound(const TensorTable& table, const StreamPlan& plan, bool
   return n + segments * (8 + 8 + 4 + kRkeyBound);
 }
 
-void Holding::map(transport::Worker& w, uint64_t threshold, bool copy) {
+void Holding::map(transport::Worker& w, uint64_t threshold, bool copy, const AllocLookup& find) {
   plan = StreamPlan(table, threshold);
   copy_mode = copy;
   bool any_cuda = false;
   for (const auto& t : table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
   stream = Stream();
+  regions.clear();
   if (copy_mode) {
-    if (!shadow) shadow = transport::HostBuffer::allocate(plan.total_bytes(), any_cuda);
+    if (!shadow) shadow = w.allocate(plan.total_bytes(), any_cuda);
     stream.add(shadow->data(), plan.total_bytes());
+    if (plan.total_bytes() > 0) regions.push_back(shadow);
   } else {
     if (plan.compact_bytes() > 0) {
-      compact = transport::HostBuffer::allocate(plan.compact_bytes(), any_cuda);
+      compact = w.allocate(plan.compact_bytes(), any_cuda);
       stream.add(compact->data(), plan.compact_bytes());
+      regions.push_back(compact);
     }
     for (size_t i : plan.order()) {
-      if (!plan.packed(i)) stream.add(table.tensors()[i].addr, table.tensors()[i].bytes);
+      const Tensor& t = table.tensors()[i];
+      if (plan.packed(i)) continue;
+      stream.add(t.addr, t.bytes);
+      std::shared_ptr<transport::MemoryRegion> r = find ? find(t.addr, t.bytes) : nullptr;
+      regions.push_back(r ? std::move(r) : std::shared_ptr<transport::MemoryRegion>(w.map(t.addr, t.bytes)));
     }
   }
-  for (const auto& s : stream.segments()) regions.push_back(w.map(s.addr, s.bytes));
   counter = std::make_unique<ProgressCounter>();
   counter_region = w.map(counter->address(), sizeof(uint64_t));
   hashes.assign(1 + stream.hash_blocks(), 0);
@@ -97,7 +102,9 @@ std::string Holding::descriptor(const std::string& worker_address, uint32_t fill
   d.compaction_threshold = plan.threshold();
   d.staged = staged;
   for (size_t i = 0; i < stream.segments().size(); ++i) {
-    d.segments.push_back({regions[i]->address(), stream.segments()[i].bytes, regions[i]->packed_rkey()});
+    // The segment's own address: a region allocated through the context may hold more.
+    const Segment& sg = stream.segments()[i];
+    d.segments.push_back({reinterpret_cast<uint64_t>(sg.addr), sg.bytes, regions[i]->packed_rkey()});
   }
   d.counter = {counter_region->address(), sizeof(uint64_t), counter_region->packed_rkey()};
   d.epoch = fill_epoch;
@@ -109,7 +116,7 @@ std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t ver
   // One host buffer holding the whole stream, filled from the tensors (they still hold the
   // version: the copy is made while the unpublish waits), served like a copy-mode holder.
   auto h = std::make_unique<Holding>();
-  h->shadow = transport::HostBuffer::allocate(plan.total_bytes(), false);
+  h->shadow = w.allocate(plan.total_bytes(), false);
   for (size_t i = 0; i < table.tensors().size(); ++i) {
     const Tensor& t = table.tensors()[i];
     h->table.add(t.name, t.bytes > 0 ? h->shadow->data() + plan.offset(i) : nullptr, t.bytes, 0);

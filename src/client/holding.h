@@ -5,11 +5,15 @@
 //
 // Direct mode serves the large tensors in place and only the compact segment from a buffer
 // of its own. Copy mode serves the whole stream from one registered host buffer (pinned when
-// CUDA tensors are staged through it) and copies between it and the tensors.
+// CUDA tensors are staged through it) and copies between it and the tensors. Buffers of its
+// own are allocated through UCX (Worker::allocate: shared memory a reader on this host maps
+// and copies from itself), as are tensors in memory from THUB_Alloc_mem; other tensors are
+// registered where they are.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +23,6 @@
 #include "src/client/stream.h"
 
 namespace thub::transport {
-class HostBuffer;
 class MemoryRegion;
 class Worker;
 }  // namespace thub::transport
@@ -38,18 +41,21 @@ struct Holding {
   Stream stream;
   bool copy_mode = false;
   bool staged = false;  // descriptor flag: the counter leads while the publisher stages
-  std::unique_ptr<transport::HostBuffer> compact;  // direct mode: the compact segment
-  std::unique_ptr<transport::HostBuffer> shadow;   // copy mode: the whole stream
-  std::vector<std::unique_ptr<transport::MemoryRegion>> regions;  // per stream segment
+  std::shared_ptr<transport::MemoryRegion> compact;  // direct mode: the compact segment
+  std::shared_ptr<transport::MemoryRegion> shadow;   // copy mode: the whole stream
+  std::vector<std::shared_ptr<transport::MemoryRegion>> regions;  // what serves each stream segment
   std::unique_ptr<ProgressCounter> counter;
   uint32_t epoch = 0;  // the fill the buffers hold or are being filled with (0: none)
   std::unique_ptr<transport::MemoryRegion> counter_region;
   std::vector<uint64_t> hashes;  // [0] = 1 when valid, then one XXH3 per kHashBlock
   std::unique_ptr<transport::MemoryRegion> hash_region;
 
+  // Memory allocated through the context (THUB_Alloc_mem) holding [addr, addr + len), whose
+  // own registration then serves it; null for other memory.
+  using AllocLookup = std::function<std::shared_ptr<transport::MemoryRegion>(const void*, uint64_t)>;
   // Plan the stream, allocate its buffers, register them, the counter and the integrity
   // region. Throws Error(kNoMemory).
-  void map(transport::Worker& w, uint64_t threshold, bool copy);
+  void map(transport::Worker& w, uint64_t threshold, bool copy, const AllocLookup& find = {});
   [[nodiscard]] bool mapped() const { return counter_region != nullptr; }
   // How peers read this holding, promising fill `epoch` (the counter's tag once it is filled).
   [[nodiscard]] std::string descriptor(const std::string& worker_address, uint32_t epoch) const;

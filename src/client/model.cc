@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <vector>
 
 #include "src/client/context.h"
 #include "src/client/descriptor.h"
+#include "src/client/executor.h"
+#include "src/client/holding.h"
 #include "src/client/progress_counter.h"
+#include "src/client/tensor_copy.h"
+#include "src/client/transfer.h"
 #include "src/common/status.h"
 #include "src/registry/connection.h"
-#include "src/client/tensor_copy.h"
 #include "src/transport/cuda_staging.h"
 #include "src/transport/worker.h"
 
@@ -27,9 +32,389 @@ int64_t now_us() {
 }
 }  // namespace
 
+// Everything the engine touches for one model. Engine thread only, but for the atomics
+// (THUB_Model_stat from any thread) and what the copy engine does with `live` while staging
+// or copying out (the engine starts those and does not touch the bytes meanwhile).
+struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
+  Context& ctx;
+  MemberMachine machine;
+  Holding live;  // the user's tensors
+  std::map<int64_t, std::shared_ptr<Holding>> offloaded;  // retention copies by version
+  bool frozen = false;
+  std::map<uint64_t, std::shared_ptr<Request>> requests;  // by op id
+  std::atomic<uint64_t> next_op{1};
+
+  // Staging behind publish, on the copy engine: pack the tiny tensors, copy mode's buffer,
+  // checksums. It stops at the next slice once the counter is invalidated.
+  bool staging = false;
+  std::vector<std::function<void()>> after_staging;  // run once it has stopped
+
+  // The transfer running, and the copy-out that follows it on the copy engine.
+  struct Delivery {
+    TensorCopier copier;
+    uint64_t delivered = 0;  // stream bytes copied out to the tensors
+    uint64_t need = 0;       // the bytes to copy out (compact segment, or copy mode's all)
+    std::string error;
+    int64_t unpack_us = 0;
+  };
+
+  // counters (any thread reads)
+  std::atomic<int64_t> held{-1};
+  std::atomic<uint64_t> total_bytes{0};
+  std::atomic<uint64_t> counter_reads{0}, gets{0}, compact_bytes{0}, compacted_tensors{0}, copy_mode{0};
+  std::atomic<uint64_t> pack_us{0}, unpack_us{0};
+  std::atomic<uint64_t> replications{0}, partial_sources{0}, source_failures{0}, offloads{0}, republished{0};
+
+  Core(Context& c, MemberIdentity id) : ctx(c), machine(std::move(id)) {}
+
+  std::shared_ptr<Request> submit(Request::Kind kind, std::function<MachineEvent(uint64_t)> make);
+  void feed(const MachineEvent& ev);
+  void on_registry(const MachineEvent& ev) override { feed(ev); }
+  void execute(std::vector<MachineAction> actions);
+  void act(const SendRequest& a);
+  void act(const PrepareHolding& a);
+  void act(const PrepareFill& a);
+  void act(const InvalidateHolding& a);
+  void act(const BeginFill& a);
+  void act(const BeginTransfer& a);
+  void act(const MakeHostCopy& a);
+  void act(const DropHostCopy& a);
+  void act(const CompleteOp& a);
+  void freeze();
+  void stage(uint32_t fill, bool hash);
+  void when_staging_stopped(std::function<void()> fn);
+  void publish_stats();
+};
+
+// ---- the engine side ----------------------------------------------------------------------------
+
+std::shared_ptr<Request> Model::Core::submit(Request::Kind kind, std::function<MachineEvent(uint64_t)> make) {
+  auto req = std::make_shared<Request>(kind, next_op++);
+  auto self = shared_from_this();
+  ctx.engine().post([self, req, make = std::move(make)] {
+    self->requests[req->id()] = req;
+    self->feed(make(req->id()));
+  });
+  return req;
+}
+
+void Model::Core::feed(const MachineEvent& ev) { execute(machine.step(ev)); }
+
+void Model::Core::execute(std::vector<MachineAction> actions) {
+  for (const auto& a : actions) std::visit([this](const auto& x) { act(x); }, a);
+  publish_stats();
+}
+
+void Model::Core::publish_stats() {
+  held = machine.held();
+  const auto& c = machine.counters();
+  replications = c.replications;
+  partial_sources = c.partial_sources;
+  source_failures = c.source_failures;
+  offloads = c.offloads;
+  republished = c.republished;
+}
+
+void Model::Core::act(const SendRequest& a) {
+  std::weak_ptr<Core> weak = weak_from_this();
+  Executor& engine = ctx.engine();
+  const uint64_t req = a.req;
+  ctx.registry().send(a.event, ctx.config().timeout_ms, [weak, &engine, req](registry::RequestResult r) {
+    engine.post([weak, req, r = std::move(r)] {
+      auto self = weak.lock();
+      if (!self) return;
+      if (r.code == Code::kSuccess) {
+        self->feed(RegistryReply{req, r.reply});
+      } else {
+        self->feed(RegistryNoReply{req, r.code, r.detail});
+      }
+    });
+  });
+}
+
+void Model::Core::freeze() {
+  if (frozen) return;
+  if (live.table.empty()) {
+    throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
+  }
+  const auto& cfg = ctx.config();
+  bool any_cuda = false;
+  for (const auto& t : live.table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
+  // auto stages CUDA tensors through host memory unless this UCX moves them itself (and
+  // checksums, taken on the host, are off).
+  bool copy = cfg.transfer_mode == ContextConfig::TransferMode::kCopy ||
+              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda &&
+               (cfg.verify || !ctx.worker().can_map_cuda()));
+  if (!copy && any_cuda && cfg.verify) {
+    throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
+  }
+  // Every reader is handed our descriptor by the registry: it must fit its messages.
+  if (uint64_t n = descriptor_bound(live.table, StreamPlan(live.table, cfg.compaction_threshold), copy);
+      n > kMaxDescriptorBytes) {
+    throw Error(Code::kArg, "the shard's " + std::to_string(live.table.tensors().size()) +
+                                " tensors would make a descriptor of up to " + std::to_string(n) + " bytes, more than " +
+                                std::to_string(kMaxDescriptorBytes) +
+                                ": register fewer tensors (or shorter names), or split the shard");
+  }
+  live.map(ctx.worker(), cfg.compaction_threshold, copy,
+           [this](const void* p, uint64_t n) { return ctx.find_allocation(p, n); });
+  compact_bytes = live.plan.compact_bytes();
+  compacted_tensors = live.plan.packed_count();
+  copy_mode = copy ? 1 : 0;
+  frozen = true;
+}
+
+// Publish moves no bytes: a new fill (readers of an earlier fill of these buffers that the
+// registry forgot see the epoch change), the counter at 0 if packing, staging or hashing
+// runs behind publish (the descriptor's `staged` flag: readers follow the counter), else at
+// the total. O(tensors), never O(bytes).
+void Model::Core::act(const PrepareHolding& a) {
+  try {
+    freeze();
+  } catch (const Error& e) {
+    return feed(PrepareFailed{a.op, e.code(), e.what()});
+  }
+  const bool verify = ctx.config().verify;
+  live.counter->invalidate();
+  live.epoch = next_fill_epoch();
+  live.hashes[0] = verify ? 1 : 0;  // before the counter first moves
+  live.staged = live.staged_bytes() > 0 || verify;
+  live.counter->store(live.epoch, live.staged ? 0 : live.plan.total_bytes());
+  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), live.epoch), live.epoch});
+}
+
+// A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
+// promises it. Nothing changes in the buffers until the grant.
+void Model::Core::act(const PrepareFill& a) {
+  try {
+    freeze();
+  } catch (const Error& e) {
+    return feed(PrepareFailed{a.op, e.code(), e.what()});
+  }
+  uint32_t fill = next_fill_epoch();
+  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
+}
+
+void Model::Core::act(const InvalidateHolding&) {
+  if (live.counter) live.counter->invalidate();
+}
+
+void Model::Core::act(const BeginFill& a) {
+  // The grant: our buffers are overwritten from now on. (InvalidateHolding came first.)
+  live.staged = false;
+  live.epoch = a.fill;
+  live.counter->store(a.fill, 0);
+  live.hashes[0] = 0;
+}
+
+void Model::Core::act(const BeginTransfer& a) {
+  // Staging of our previous holding (an update in place) stops at its next slice, having
+  // seen the counter invalidated; the transfer overwrites what it packs, so it waits.
+  if (staging) {
+    auto self = shared_from_this();
+    return when_staging_stopped([self, a] { self->act(a); });
+  }
+  const auto& cfg = ctx.config();
+  Descriptor src;
+  try {
+    src = decode_descriptor(a.source_descriptor);
+  } catch (const Error& e) {
+    return feed(TransferEnded{a.transfer, Code::kTransport, false, a.start, e.what()});
+  }
+  if (std::string mismatch = live.mismatch(src); !mismatch.empty()) {
+    return feed(TransferEnded{a.transfer, Code::kLayout, false, a.start, mismatch});
+  }
+  TransferSpec ts;
+  ts.local = &live.stream;
+  ts.source_partial = a.source_partial || src.staged;  // a staged publisher's counter leads
+  ts.source_may_lag = a.source_partial;
+  ts.source = std::move(src);
+  ts.start = a.start;
+  ts.counter = live.counter.get();
+  ts.epoch = a.fill;
+  ts.hashes = live.hashes.data();
+  ts.hash_bytes = live.hash_region_bytes();
+  ts.verify = cfg.verify;
+  // A reader of a partial source can ask only for what its source holds, and the next hop
+  // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
+  ts.chunk_size = a.source_partial ? std::min(cfg.chunk_size, cfg.pipeline_chunk_size) : cfg.chunk_size;
+  ts.max_inflight = cfg.max_inflight;
+  ts.stall_timeout_us = cfg.stall_timeout_ms * 1000;
+  std::weak_ptr<Core> weak = weak_from_this();
+  ts.where = [weak](uint64_t off) {
+    auto self = weak.lock();
+    return self ? self->live.where(off) : std::string("?");
+  };
+  // Copy out what has arrived and been checked (the compact segment: unpack; copy mode:
+  // everything) on the copy engine while the gets of the rest go on; the end of the transfer
+  // is reported once the copy engine has caught up (it runs its work in order).
+  auto d = std::make_shared<Delivery>();
+  d->need = live.staged_bytes();
+  d->delivered = std::min(a.start, d->need);
+  Executor& copier = ctx.copier();
+  Executor& engine = ctx.engine();
+  const uint64_t transfer = a.transfer;
+  auto on_advance = [weak, d, &copier](uint64_t held) {
+    if (held <= d->delivered) return;
+    copier.post([weak, d, held] {
+      auto self = weak.lock();
+      if (!self || !d->error.empty()) return;
+      uint64_t upto = std::min(held, d->need);
+      if (upto <= d->delivered) return;
+      int64_t t0 = now_us();
+      try {
+        self->live.deliver(d->delivered, upto, d->copier);
+      } catch (const Error& e) {
+        d->error = e.what();
+      }
+      d->delivered = upto;
+      d->unpack_us += now_us() - t0;
+    });
+  };
+  auto on_done = [weak, d, &copier, &engine, transfer](TransferResult r) {
+    copier.post([weak, d, &engine, transfer, r = std::move(r)]() mutable {
+      if (r.code == Code::kSuccess) {
+        int64_t t0 = now_us();
+        try {
+          d->copier.finish();
+        } catch (const Error& e) {
+          if (d->error.empty()) d->error = e.what();
+        }
+        d->unpack_us += now_us() - t0;
+        if (!d->error.empty()) {
+          r.code = Code::kTransport;
+          r.error = "copying out to the tensors: " + d->error;
+          r.source_failed = false;
+        }
+      }
+      engine.post([weak, d, transfer, r = std::move(r)] {
+        auto self = weak.lock();
+        if (!self) return;
+        self->counter_reads = r.stats.counter_reads;
+        self->gets = r.stats.gets;
+        self->unpack_us = static_cast<uint64_t>(d->unpack_us);
+        self->feed(TransferEnded{transfer, r.code, r.source_failed, r.held, r.error});
+      });
+    });
+  };
+  start_transfer(ctx.worker(), std::move(ts), std::move(on_advance), std::move(on_done));
+}
+
+// Retention: copy the buffers (they still hold the version: the registry asked while our
+// unpublish waits) to host memory, on the copy engine.
+void Model::Core::act(const MakeHostCopy& a) {
+  std::weak_ptr<Core> weak = weak_from_this();
+  Executor& engine = ctx.engine();
+  ctx.copier().post([weak, &engine, v = a.version] {
+    auto self = weak.lock();
+    if (!self) return;
+    std::shared_ptr<Holding> copy;
+    std::string desc, err;
+    try {
+      copy = self->live.copy_to_host(self->ctx.worker(), v);
+      desc = copy->descriptor(self->ctx.worker().address(), copy->epoch);
+    } catch (const Error& e) {
+      err = e.what();
+      self->ctx.set_last_error("retention offload of version " + std::to_string(v) + " failed: " + err);
+    }
+    engine.post([weak, v, copy, desc, err] {
+      auto self = weak.lock();
+      if (!self) return;
+      if (copy) self->offloaded[v] = copy;
+      self->feed(HostCopyMade{v, copy != nullptr, desc, err});
+    });
+  });
+}
+
+void Model::Core::act(const DropHostCopy& a) {
+  if (a.version < 0) {
+    offloaded.clear();
+  } else {
+    offloaded.erase(a.version);
+  }
+}
+
+void Model::Core::act(const CompleteOp& a) {
+  publish_stats();  // the caller may read them as soon as the request completes
+  auto it = requests.find(a.op);
+  if (it == requests.end()) return;
+  std::shared_ptr<Request> r = it->second;
+  requests.erase(it);
+  if (a.code != Code::kSuccess && a.code != Code::kNotUpdated) {
+    const MemberIdentity& id = machine.identity();
+    std::string where = id.model + "/" + id.replica + "/shard " + std::to_string(id.shard);
+    // The detail first: the caller reads it as soon as the request completes.
+    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + a.detail);
+    r->complete(a.code, a.version, where + ": " + a.detail);
+  }
+  // A publish that the registry took starts the staging behind it (packing, checksums).
+  if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged) {
+    stage(live.epoch, ctx.config().verify);
+  }
+  // Once an unpublish or close returns, the user may overwrite the tensors: the staging that
+  // reads them must have stopped (it has seen the counter invalidated).
+  auto done = [r, a] { r->complete(a.code, a.version, a.detail); };
+  if ((r->kind() == Request::Kind::kUnpublish || r->kind() == Request::Kind::kClose) && staging) {
+    return when_staging_stopped(done);
+  }
+  done();
+}
+
+void Model::Core::when_staging_stopped(std::function<void()> fn) { after_staging.push_back(std::move(fn)); }
+
+// In stream order, slice by slice on the copy engine: pack (the compact segment; copy mode:
+// everything), hash (verify), then move the counter (data and hashes first, then the
+// counter), so that readers start at once. A counter invalidated meanwhile (an unpublish, an
+// update in place) stops it at the next slice.
+void Model::Core::stage(uint32_t fill, bool hash) {
+  staging = true;
+  std::weak_ptr<Core> weak = weak_from_this();
+  Executor& engine = ctx.engine();
+  ctx.copier().post([weak, &engine, fill, hash] {
+    auto self = weak.lock();
+    if (!self) return;
+    Holding& live = self->live;
+    int64_t t0 = now_us();
+    try {
+      TensorCopier c;
+      const uint64_t total = live.plan.total_bytes();
+      const uint64_t staged = live.staged_bytes();
+      uint64_t hashed = 0;  // blocks
+      for (uint64_t off = 0; off < total;) {
+        // Without checksums nothing is done past the staged bytes: one step to the end.
+        uint64_t end = off < staged ? std::min(staged, off + kStageSlice) : total;
+        if (hash) end = std::min(total, off + kStageSlice);
+        if (off < staged) {
+          live.stage(off, std::min(end, staged), c);
+          c.finish();
+        }
+        if (hash) {
+          const uint64_t upto = end == total ? live.stream.hash_blocks() : end / kHashBlock;
+          for (; hashed < upto; ++hashed) live.hashes[1 + hashed] = live.stream.hash_block(hashed);
+        }
+        if (!live.counter->advance(fill, end)) break;  // invalidated: the buffers change hands
+        off = end;
+      }
+    } catch (const std::exception& e) {
+      // Readers see the counter stop and fail over (stall watchdog); say why here.
+      self->ctx.set_last_error(std::string("staging the published tensors failed: ") + e.what());
+    }
+    self->pack_us = static_cast<uint64_t>(now_us() - t0);
+    engine.post([weak] {
+      auto self = weak.lock();
+      if (!self) return;
+      self->staging = false;
+      auto fns = std::move(self->after_staging);
+      self->after_staging.clear();
+      for (auto& fn : fns) fn();
+    });
+  });
+}
+
+// ---- the user's side ------------------------------------------------------------------------------
+
 Model::Model(Context& ctx, const std::string& model, const std::string& replica, int shard, int num_shards,
-             const InfoMap& info)
-    : ctx_(ctx), model_(model), replica_(replica), shard_(shard), num_shards_(num_shards) {
+             const InfoMap& info) {
   if (model.empty()) throw Error(Code::kArg, "model name is empty");
   if (replica.empty()) throw Error(Code::kArg, "replica name is empty");
   if (model.size() > kMaxNameBytes || replica.size() > kMaxNameBytes) {
@@ -39,445 +424,107 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   if (shard < 0 || shard >= num_shards) {
     throw Error(Code::kArg, "shard " + std::to_string(shard) + " is outside [0, " + std::to_string(num_shards) + ")");
   }
-  retain_ = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
-  spot_ = info.get_bool("spot", false);
-  open_member();
+  MemberIdentity id;
+  id.model = model;
+  id.replica = replica;
+  id.shard = shard;
+  id.num_shards = num_shards;
+  id.retain = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
+  id.spot = info.get_bool("spot", false);
+  core_ = std::make_shared<Core>(ctx, std::move(id));
+  ctx.attach(core_);
+  auto r = core_->submit(Request::Kind::kOpen, [](uint64_t op) { return MachineEvent{OpOpen{op}}; });
+  r->wait();
+  if (r->code() != Code::kSuccess) {
+    ctx.detach(core_.get());
+    Context& c = core_->ctx;
+    c.engine().call([this] { core_.reset(); });
+    throw Error(r->code(), model + "/" + replica + "/shard " + std::to_string(shard) + ": " + r->detail());
+  }
 }
 
 Model::~Model() {
-  finish_staging();
-  ctx_.retire(this);
-}
-
-void Model::open_member() {
-  gen_ = ctx_.registry().wait_connected();
-  sched::Open ev{0, 0, model_, replica_, shard_, num_shards_, retain_, spot_};
-  sched::Reply r = ctx_.registry().call(ev, ctx_.config().timeout_ms);
-  if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "open", r.detail);
-  ctx_.detach(member_);
-  member_ = r.member;
-  ctx_.attach(member_, this);
-}
-
-void Model::raise(int status, const std::string& what, const std::string& detail) const {
-  throw Error(static_cast<Code>(status), model_ + "/" + replica_ + "/shard " + std::to_string(shard_) + ": " + what +
-                                             ": " + detail);
+  if (!core_) return;
+  Context& ctx = core_->ctx;
+  ctx.detach(core_.get());
+  // Released on the engine, after what is queued for it: its holding's registrations go
+  // with it (the copy engine holds only weak references).
+  ctx.copier().call([] {});
+  ctx.engine().call([this] { core_.reset(); });
 }
 
 void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes, int memtype) {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  if (frozen_) {
-    throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
-  }
-  if (memtype == kMemCuda) {
-    std::string why;
-    if (!transport::cuda_usable(&why)) throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory: " + why);
-    if (bytes > 0 && !transport::cuda_is_device_pointer(addr)) {
-      throw Error(Code::kArg, "tensor '" + name + "': registered as THUB_MEM_CUDA but is not CUDA device memory");
+  Core& c = *core_;
+  c.ctx.engine().call([&] {
+    if (c.frozen) {
+      throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
     }
-    auto mode = ctx_.config().transfer_mode;
-    bool direct = mode == ContextConfig::TransferMode::kDirect || mode == ContextConfig::TransferMode::kTcp;
-    if (direct && !ctx_.worker().can_map_cuda()) {
-      throw Error(Code::kUnsupported, "tensor '" + name + "': transfer_mode=direct/tcp needs a CUDA-enabled UCX >= 1.16 (this is " +
-                                          transport::ucx_version() + " without it); use transfer_mode=auto or copy");
-    }
-  }
-  if (memtype != kMemHost && memtype != kMemCuda) throw Error(Code::kArg, "tensor '" + name + "': unknown memtype " + std::to_string(memtype));
-  live_.table.add(name, addr, bytes, memtype);
-}
-
-void Model::freeze() {
-  if (frozen_) return;
-  if (live_.table.empty()) {
-    throw Error(Code::kState, "no tensor is registered: register tensors before publish/replicate");
-  }
-  const auto& cfg = ctx_.config();
-  bool any_cuda = false;
-  for (const auto& t : live_.table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
-  // auto stages CUDA tensors through host memory unless this UCX moves them itself (and
-  // checksums, taken on the host, are off).
-  bool copy = cfg.transfer_mode == ContextConfig::TransferMode::kCopy ||
-              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda &&
-               (cfg.verify || !ctx_.worker().can_map_cuda()));
-  if (!copy && any_cuda && cfg.verify) {
-    throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
-  }
-  // Every reader is handed our descriptor by the registry: it must fit its messages.
-  if (uint64_t n = descriptor_bound(live_.table, StreamPlan(live_.table, cfg.compaction_threshold), copy);
-      n > kMaxDescriptorBytes) {
-    throw Error(Code::kArg, "the shard's " + std::to_string(live_.table.tensors().size()) +
-                                " tensors would make a descriptor of up to " + std::to_string(n) + " bytes, more than " +
-                                std::to_string(kMaxDescriptorBytes) +
-                                ": register fewer tensors (or shorter names), or split the shard");
-  }
-  live_.map(ctx_.worker(), cfg.compaction_threshold, copy);
-  stats_.compact_bytes = live_.plan.compact_bytes();
-  stats_.compacted_tensors = live_.plan.packed_count();
-  stats_.copy_mode = copy ? 1 : 0;
-  frozen_ = true;
-}
-
-void Model::stage_async(uint32_t fill, bool hash) {
-  // Runs while we are published: the user keeps the tensors unchanged until unpublish
-  // returns, and unpublish (or the next transfer) joins this thread first. In stream order,
-  // slice by slice: pack (the compact segment; copy mode: everything), hash (verify), then
-  // move the counter (data and hashes first, then the counter), so readers start at once.
-  stager_ = std::thread([this, fill, hash] {
-    int64_t t0 = now_us();
-    try {
-      TensorCopier c;
-      const uint64_t total = live_.plan.total_bytes();
-      const uint64_t staged = live_.staged_bytes();
-      uint64_t hashed = 0;  // blocks
-      for (uint64_t off = 0; off < total;) {
-        // Without checksums nothing is done past the staged bytes: one step to the end.
-        uint64_t end = off < staged ? std::min(staged, off + kStageSlice) : total;
-        if (hash) end = std::min(total, off + kStageSlice);
-        if (off < staged) {
-          live_.stage(off, std::min(end, staged), c);
-          c.finish();
-        }
-        if (hash) {
-          const uint64_t upto = end == total ? live_.stream.hash_blocks() : end / kHashBlock;
-          for (; hashed < upto; ++hashed) live_.hashes[1 + hashed] = live_.stream.hash_block(hashed);
-        }
-        live_.counter->store(fill, end);
-        off = end;
+    if (memtype == kMemCuda) {
+      std::string why;
+      if (!transport::cuda_usable(&why)) throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory: " + why);
+      if (bytes > 0 && !transport::cuda_is_device_pointer(addr)) {
+        throw Error(Code::kArg, "tensor '" + name + "': registered as THUB_MEM_CUDA but is not CUDA device memory");
       }
-    } catch (const std::exception& e) {
-      // Readers see the counter stop and fail over (stall watchdog); say why here.
-      ctx_.set_last_error(std::string("staging the published tensors failed: ") + e.what());
+      auto mode = c.ctx.config().transfer_mode;
+      bool direct = mode == ContextConfig::TransferMode::kDirect || mode == ContextConfig::TransferMode::kTcp;
+      if (direct && !c.ctx.worker().can_map_cuda()) {
+        throw Error(Code::kUnsupported, "tensor '" + name + "': transfer_mode=direct/tcp needs a CUDA-enabled UCX >= 1.16 (this is " +
+                                            transport::ucx_version() + " without it); use transfer_mode=auto or copy");
+      }
     }
-    stats_.pack_us = static_cast<uint64_t>(now_us() - t0);
+    if (memtype != kMemHost && memtype != kMemCuda) {
+      throw Error(Code::kArg, "tensor '" + name + "': unknown memtype " + std::to_string(memtype));
+    }
+    c.live.table.add(name, addr, bytes, memtype);
+    c.total_bytes = c.live.table.total_bytes();
   });
 }
 
-void Model::finish_staging() {
-  if (stager_.joinable()) stager_.join();
+std::shared_ptr<Request> Model::publish(int64_t version) {
+  return core_->submit(Request::Kind::kPublish, [version](uint64_t op) { return MachineEvent{OpPublish{op, version}}; });
 }
 
-void Model::publish(int64_t version) {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  if (version < 0) throw Error(Code::kArg, "publish needs an absolute version >= 0 (got " + std::to_string(version) + ")");
-  if (published_) {
-    throw Error(Code::kState, "already published version " + std::to_string(held_) + "; unpublish first");
-  }
-  freeze();
-  finish_staging();
-  // New content: a new fill (progress_counter.h). Readers of an earlier fill of these
-  // buffers that the registry forgot (a stopped reader, a registry failover) see the epoch
-  // change and refuse what they read.
-  live_.counter->invalidate();
-  live_.epoch = next_fill_epoch();
-  // Publish moves no bytes and returns at once: packing the tiny tensors, staging copy mode's
-  // buffer and computing the checksums run behind it (stage_async), and readers follow the
-  // counter as it moves (the descriptor's `staged` flag). O(tensors), never O(bytes).
-  const bool verify = ctx_.config().verify;
-  live_.hashes[0] = verify ? 1 : 0;  // before the counter first moves
-  live_.staged = live_.staged_bytes() > 0 || verify;
-  if (live_.staged) live_.counter->store(live_.epoch, 0);
-  publish_locked(version);
-  // Started once the registry has the descriptor: nobody reads before, and the publish's own
-  // round trip does not compete with it for a core.
-  if (live_.staged) stage_async(live_.epoch, verify);
+std::shared_ptr<Request> Model::replicate(int64_t spec, bool update) {
+  return core_->submit(update ? Request::Kind::kUpdate : Request::Kind::kReplicate,
+                       [spec, update](uint64_t op) { return MachineEvent{OpReplicate{op, spec, update}}; });
 }
 
-void Model::publish_locked(int64_t version) {
-  // While staging runs the stager owns the counter; it ends at the total.
-  if (!live_.staged) live_.counter->store(live_.epoch, live_.plan.total_bytes());
-  sched::Reply r = ask([&] {
-    return sched::Event{sched::Publish{0, 0, member_, version, live_.table.layout_hash(),
-                                       live_.descriptor(ctx_.worker().address(), live_.epoch)}};
-  });
-  if (r.status != sched::Status::kOk) {
-    if (!live_.staged) live_.counter->invalidate();
-    raise(static_cast<int>(r.status), "publish of version " + std::to_string(version), r.detail);
-  }
-  held_ = version;
-  published_ = true;
+std::shared_ptr<Request> Model::unpublish() {
+  return core_->submit(Request::Kind::kUnpublish, [](uint64_t op) { return MachineEvent{OpUnpublish{op}}; });
 }
 
-int64_t Model::replicate(int64_t spec) {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  if (published_) {
-    throw Error(Code::kState, "replicate while holding version " + std::to_string(held_) +
-                                  ": unpublish first, or use THUB_Update");
-  }
-  bool not_updated = false;
-  return transfer(spec, -1, &not_updated);
+std::shared_ptr<Request> Model::close() {
+  return core_->submit(Request::Kind::kClose, [](uint64_t op) { return MachineEvent{OpClose{op}}; });
 }
 
-Code Model::update(int64_t spec, int64_t* got) {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  // Holding nothing, this is a plain replicate; holding h, the registry answers NOT_UPDATED
-  // (we keep h) or moves us to a newer version in place.
-  bool not_updated = false;
-  *got = transfer(spec, published_ ? held_.load() : -1, &not_updated);
-  return not_updated ? Code::kNotUpdated : Code::kSuccess;
+void Model::cancel(const Request& r) {
+  auto core = core_;
+  uint64_t op = r.id();
+  core->ctx.engine().post([core, op] { core->feed(OpCancel{op}); });
 }
 
-int64_t Model::transfer(int64_t spec, int64_t newer_than, bool* not_updated) {
-  freeze();
-  finish_staging();
-  const auto& cfg = ctx_.config();
-  auto& reg = ctx_.registry();
-  uint64_t layout = live_.table.layout_hash();
-  const std::string& self = ctx_.worker().address();
-  // The fill this transfer makes: readers of us as a partial source are given it with our
-  // descriptor, and follow our counter only while it shows it.
-  const uint32_t fill = next_fill_epoch();
-  // Ask for a version and a source. When we hold `newer_than` and something newer exists,
-  // the registry hides our old holding and answers only once nobody reads it any more, so
-  // the buffers may be overwritten then (the atomic update of sched/update.cc); if nothing
-  // is newer, or the answer is an error, we still hold and serve the old version.
-  sched::Reply r = ask([&] {
-    return sched::Event{sched::Replicate{0, 0, member_, spec, newer_than, layout, live_.descriptor(self, fill)}};
-  });
-  uint64_t gen = gen_;  // the registry that granted (ask() may have re-registered with a new one)
-  if (r.status == sched::Status::kNotUpdated) {
-    *not_updated = true;
-    return held_;
-  }
-  if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "replicate", r.detail);
-  // From here on our buffers are being overwritten: we hold no complete version. Readers of
-  // our previous fill that the registry forgot see the counter change before any byte does.
-  published_ = false;
-  held_ = -1;
-  live_.staged = false;
-  live_.counter->invalidate();
-  live_.epoch = fill;
-  live_.counter->store(fill, 0);
-  live_.hashes[0] = 0;
-  const int64_t version = r.version;
-  uint64_t delivered = 0;  // stream bytes copied out to the tensors (unpacking / copy mode)
-  TensorCopier copier;
-  stats_.unpack_us = 0;
-  uint64_t lease = r.lease;
-  uint64_t have = 0;  // bytes read and checked against their source's counter
-  // Our own answer to an error: the registry forgets our partial holding (best effort: it
-  // may be gone too), and nobody takes what the counter showed.
-  auto give_up = [&](int status, const std::string& detail) {
-    live_.counter->invalidate();
-    try {
-      (void)reg.call(sched::Unpublish{0, 0, member_}, cfg.timeout_ms);
-    } catch (const Error&) {
-    }
-    raise(status, "replicate of version " + std::to_string(version), detail);
-  };
-  for (;;) {
-    if (r.source_partial) stats_.partial_sources++;
-    Descriptor src;
-    try {
-      src = decode_descriptor(r.source_descriptor);
-    } catch (const Error& e) {
-      give_up(static_cast<int>(Code::kTransport), e.what());
-    }
-    if (std::string mismatch = live_.mismatch(src); !mismatch.empty()) {
-      give_up(static_cast<int>(Code::kLayout), mismatch);
-    }
-    bool follow_counter = r.source_partial || src.staged;
-    TransferSpec ts;
-    ts.local = &live_.stream;
-    ts.source = std::move(src);
-    ts.source_partial = follow_counter;
-    ts.source_may_lag = r.source_partial;
-    ts.start = have;
-    ts.counter = live_.counter.get();
-    ts.epoch = fill;
-    ts.hashes = live_.hashes.data();
-    ts.hash_bytes = live_.hash_region_bytes();
-    ts.verify = cfg.verify;
-    // A reader of a partial source can ask only for what its source holds, and the next hop
-    // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
-    ts.chunk_size = r.source_partial ? std::min(cfg.chunk_size, cfg.pipeline_chunk_size) : cfg.chunk_size;
-    ts.max_inflight = cfg.max_inflight;
-    ts.stall_timeout_us = cfg.stall_timeout_ms * 1000;
-    ts.where = [this](uint64_t off) { return live_.where(off); };
-    auto watch = std::make_shared<PrefixWatch>();
-    ts.watch = watch;
-    auto fut = start_transfer(ctx_.worker(), std::move(ts));
-    // Copy out what has arrived and been checked (the compact segment: unpack; copy mode:
-    // everything) while the gets of the rest go on.
-    const uint64_t need = live_.staged_bytes();
-    while (delivered < need) {
-      auto [prefix, closed] = watch->wait_beyond(delivered);
-      uint64_t upto = std::min(prefix, need);
-      if (upto > delivered) {
-        int64_t t0 = now_us();
-        live_.deliver(delivered, upto, copier);
-        delivered = upto;
-        stats_.unpack_us += static_cast<uint64_t>(now_us() - t0);
-      }
-      if (closed) break;
-    }
-    TransferResult res = fut.get();
-    if (res.code == Code::kSuccess) {
-      try {
-        int64_t t0 = now_us();
-        copier.finish();
-        stats_.unpack_us += static_cast<uint64_t>(now_us() - t0);
-      } catch (const Error& e) {
-        res.code = e.code();
-        res.error = std::string("copying out to the tensors: ") + e.what();
-        res.source_failed = false;
-      }
-    }
-    stats_.counter_reads = res.stats.counter_reads;
-    stats_.gets = res.stats.gets;
-    have = res.held;
-    if (res.code == Code::kSuccess) {
-      stats_.replications++;
-      held_ = version;
-      published_ = true;
-      // Every byte was checked against the source's counter: it is this version whatever
-      // became of the registry that granted it. A new registry: reregister() publishes it.
-      if (reg.generation() != gen) return version;
-      try {
-        sched::Reply d = reg.call(sched::TransferDone{0, 0, member_, lease}, cfg.timeout_ms);
-        if (d.status != sched::Status::kOk) raise(static_cast<int>(d.status), "transfer done", d.detail);
-      } catch (const Error& e) {
-        // The data is complete and checked; only the registry is gone. Failover re-publishes it.
-        if (e.code() != Code::kRegistry) throw;
-      }
-      return version;
-    }
-    if (!res.source_failed) give_up(static_cast<int>(res.code), res.error);
-    // The source failed (or changed under us): report how far we got and resume elsewhere.
-    stats_.source_failures++;
-    if (reg.wait_connected() != gen) {
-      // The registry that granted us is gone, and with it our lease: ask the new one for the
-      // same version, resuming from what we have (the bytes are the version's, checked).
-      r = ask([&] {
-        return sched::Event{sched::Replicate{0, 0, member_, version, -1, layout, live_.descriptor(self, fill)}};
-      });
-      gen = gen_;
-    } else {
-      r = reg.call(sched::SourceFailed{0, 0, member_, lease, have}, cfg.timeout_ms);
-    }
-    if (r.status != sched::Status::kOk) {
-      give_up(static_cast<int>(r.status == sched::Status::kVersionLost ? r.status : sched::Status::kTransport),
-              res.error + "; no other source: " + r.detail);
-    }
-    if (r.version != version) give_up(static_cast<int>(Code::kInternal), "the registry granted another version");
-    lease = r.lease;
-  }
-}
-
-void Model::unpublish() {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  if (!published_) throw Error(Code::kState, "nothing is published: publish or replicate first");
-  unpublish_locked();
-}
-
-void Model::unpublish_locked() {
-  finish_staging();  // the user may overwrite the tensors once we return
-  // The registry may order a retention offload before it answers (see offload()).
-  sched::Reply r = ask([&] { return sched::Event{sched::Unpublish{0, 0, member_}}; });
-  if (r.status != sched::Status::kOk) raise(static_cast<int>(r.status), "unpublish", r.detail);
-  published_ = false;
-  held_ = -1;
-  live_.counter->invalidate();  // before we return, so before the user overwrites anything
-}
-
-void Model::offload(uint64_t member, int64_t version) {
-  // Runs while our unpublish waits for its answer: the user's buffers still hold `version`.
-  if (member != member_ || !frozen_) return;
-  std::unique_ptr<Holding> copy;
-  std::string desc;
-  try {
-    copy = live_.copy_to_host(ctx_.worker(), version);
-    desc = copy->descriptor(ctx_.worker().address(), copy->epoch);
-  } catch (const Error& e) {
-    ctx_.set_last_error(std::string("retention offload of version ") + std::to_string(version) + " failed: " + e.what());
-    return;  // the registry keeps waiting; the unpublish completes once readers are gone
-  }
-  {
-    std::lock_guard<std::mutex> lk(offload_mu_);
-    offloaded_[version] = std::move(copy);
-  }
-  stats_.offloads++;
-  sched::Reply r = ctx_.registry().call(sched::OffloadDone{0, 0, member, version, desc}, ctx_.config().timeout_ms);
-  if (r.status != sched::Status::kOk) discard(version);
-}
-
-void Model::discard(int64_t version) {
-  std::unique_ptr<Holding> gone;
-  std::lock_guard<std::mutex> lk(offload_mu_);
-  auto it = offloaded_.find(version);
-  if (it != offloaded_.end()) {
-    gone = std::move(it->second);
-    offloaded_.erase(it);
-  }
-}
-
-void Model::reregister() {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  ensure_registered();
-}
-
-sched::Reply Model::ask(const std::function<sched::Event()>& make) {
-  auto& reg = ctx_.registry();
-  for (int attempt = 0;; ++attempt) {
-    ensure_registered();
-    uint64_t gen = gen_;
-    try {
-      sched::Reply r = reg.call(make(), ctx_.config().timeout_ms);
-      if (r.status == sched::Status::kOk || attempt > 0 || reg.generation() == gen) return r;
-    } catch (const Error& e) {
-      if (e.code() != Code::kRegistry || attempt > 0) throw;
-    }
-  }
-}
-
-void Model::ensure_registered() {
-  if (ctx_.registry().wait_connected() == gen_) return;
-  {
-    // A new registry knows nothing of our retention copies: free them.
-    std::lock_guard<std::mutex> olk(offload_mu_);
-    offloaded_.clear();
-  }
-  open_member();
-  if (published_) {
-    int64_t v = held_;
-    published_ = false;
-    publish_locked(v);
-    stats_.republished++;
-  }
-}
+void Model::on_registry(const MachineEvent& ev) { core_->feed(ev); }
 
 bool Model::stat(const std::string& key, int64_t* value) const {
+  const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
-  if (key == "held_version") *value = held_;
-  else if (key == "bytes_held") *value = live_.counter ? u(counter_bytes(live_.counter->load())) : 0;
-  else if (key == "total_bytes") *value = u(live_.table.total_bytes());
-  else if (key == "replications") *value = u(stats_.replications);
-  else if (key == "partial_sources") *value = u(stats_.partial_sources);
-  else if (key == "source_failures") *value = u(stats_.source_failures);
-  else if (key == "counter_reads") *value = u(stats_.counter_reads);
-  else if (key == "gets") *value = u(stats_.gets);
-  else if (key == "offloads") *value = u(stats_.offloads);
-  else if (key == "republished") *value = u(stats_.republished);
-  else if (key == "compact_bytes") *value = u(stats_.compact_bytes);
-  else if (key == "compacted_tensors") *value = u(stats_.compacted_tensors);
-  else if (key == "copy_mode") *value = u(stats_.copy_mode);
-  else if (key == "pack_us") *value = u(stats_.pack_us);
-  else if (key == "unpack_us") *value = u(stats_.unpack_us);
+  if (key == "held_version") *value = c.held;
+  else if (key == "bytes_held") *value = c.live.counter ? u(counter_bytes(c.live.counter->load())) : 0;
+  else if (key == "total_bytes") *value = u(c.total_bytes);
+  else if (key == "replications") *value = u(c.replications);
+  else if (key == "partial_sources") *value = u(c.partial_sources);
+  else if (key == "source_failures") *value = u(c.source_failures);
+  else if (key == "counter_reads") *value = u(c.counter_reads);
+  else if (key == "gets") *value = u(c.gets);
+  else if (key == "offloads") *value = u(c.offloads);
+  else if (key == "republished") *value = u(c.republished);
+  else if (key == "compact_bytes") *value = u(c.compact_bytes);
+  else if (key == "compacted_tensors") *value = u(c.compacted_tensors);
+  else if (key == "copy_mode") *value = u(c.copy_mode);
+  else if (key == "pack_us") *value = u(c.pack_us);
+  else if (key == "unpack_us") *value = u(c.unpack_us);
   else return false;
   return true;
-}
-
-void Model::close() {
-  std::lock_guard<std::mutex> lk(op_mu_);
-  finish_staging();
-  if (published_) unpublish_locked();
-  if (ctx_.registry().connected()) {
-    sched::Reply r = ctx_.registry().call(sched::Close{0, 0, member_}, ctx_.config().timeout_ms);
-    (void)r;
-  }
-  {
-    std::lock_guard<std::mutex> olk(offload_mu_);
-    offloaded_.clear();
-  }
 }
 
 }  // namespace thub::client

@@ -56,6 +56,15 @@ class ProgressCounter {
   }
   // `bytes` of fill `epoch` are in place (written before this call).
   void store(uint32_t epoch, uint64_t bytes) { v_.store(counter_value(epoch, bytes), std::memory_order_release); }
+  // The same, only while the counter still shows fill `epoch`: false (and nothing stored)
+  // once it was invalidated or another fill began (staging behind publish stops then).
+  bool advance(uint32_t epoch, uint64_t bytes) {
+    uint64_t cur = v_.load(std::memory_order_acquire);
+    while (counter_epoch(cur) == (epoch & kEpochMask) && epoch != 0) {
+      if (v_.compare_exchange_weak(cur, counter_value(epoch, bytes), std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
   [[nodiscard]] uint64_t load() const { return v_.load(std::memory_order_acquire); }
   [[nodiscard]] void* address() { return &v_; }
 

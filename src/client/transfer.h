@@ -7,13 +7,9 @@
 // we in turn serve others while we receive, and never pass on what we have not checked.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "src/client/descriptor.h"
@@ -27,23 +23,6 @@ class Worker;
 }
 
 namespace thub::client {
-
-// The receiving thread's view of a transfer: our contiguous prefix as it grows, and the
-// end. It copies out of the stream (unpacking, copy mode) while the gets go on.
-class PrefixWatch {
- public:
-  void advance(uint64_t prefix);  // progress thread
-  void close(uint64_t prefix);    // progress thread: the transfer has finished
-  // Blocks until the prefix passes `seen` or the transfer has finished; returns the prefix
-  // and whether it has finished.
-  std::pair<uint64_t, bool> wait_beyond(uint64_t seen);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t prefix_ = 0;
-  bool closed_ = false;
-};
 
 struct TransferSpec {
   const Stream* local = nullptr;            // where our stream lives (segments)
@@ -60,7 +39,6 @@ struct TransferSpec {
   int max_inflight = 16;
   int64_t stall_timeout_us = 10'000'000;    // no progress this long: the source failed
   std::function<std::string(uint64_t)> where;  // names the tensor at a stream offset
-  std::shared_ptr<PrefixWatch> watch;          // told of every prefix advance (may be null)
 };
 
 struct TransferStats {
@@ -77,6 +55,10 @@ struct TransferResult {
   TransferStats stats;
 };
 
-std::future<TransferResult> start_transfer(transport::Worker& worker, TransferSpec spec);
+// Starts the transfer on the worker's progress thread. `on_advance(held)` runs there each
+// time the bytes held and checked grow (copy-out may follow them); `on_done` runs there once,
+// at the end (after the last on_advance).
+void start_transfer(transport::Worker& worker, TransferSpec spec, std::function<void(uint64_t)> on_advance,
+                    std::function<void(TransferResult)> on_done);
 
 }  // namespace thub::client

@@ -12,6 +12,7 @@ namespace thub {
 class InfoMap {
  public:
   void set(const std::string& key, const std::string& value) { kv_[key] = value; }
+  bool erase(const std::string& key) { return kv_.erase(key) > 0; }
   [[nodiscard]] const std::map<std::string, std::string>& entries() const { return kv_; }
 
   // The value of `key`: the info's, else TENSORHUB_<KEY>'s, else nullopt.

@@ -35,7 +35,7 @@ const std::vector<InfoKeySpec>& info_keys() {
       {"net_devices", S::kContext, "string", "", "UCX_NET_DEVICES (default: the NIC nearest to host memory, from hwloc)"},
       {"tls", S::kContext, "string", "", "UCX_TLS (default: UCX's choice)"},
       {"progress_spin_us", S::kContext, "int", "20", "how long the progress thread spins after a UCX event before it sleeps"},
-      {"compaction_threshold", S::kContext, "size", "2M", "tensors below it travel packed into one buffer (0: never)"},
+      {"compaction_threshold", S::kContext, "size", "64K", "tensors below it travel packed into one buffer (0: never)"},
       {"transfer_mode", S::kContext, "auto|direct|copy|tcp", "auto", "zero-copy gets, a registered staging copy, or UCX's tcp transport only"},
       {"registry_listen", S::kEmbeddedRegistry, "string", "ADVERTISED:0", "host:port the embedded registry listens on (default: the interface it advertises; 0.0.0.0 for all)"},
       {"heartbeat_timeout_ms", S::kEmbeddedRegistry, "int", "5000", "the embedded registry drops clients silent this long"},
@@ -76,12 +76,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 bool applies(const InfoKeySpec& k, InfoScope scope) {
-  if (k.scope == InfoScope::kEnvironment) return false;
+  if (k.scope == InfoScope::kEnvironment || scope == InfoScope::kMemory) return false;
   if (scope == InfoScope::kModel) return k.scope == InfoScope::kModel;
   return k.scope == InfoScope::kContext || k.scope == InfoScope::kEmbeddedRegistry;
 }
 
-const char* scope_call(InfoScope s) { return s == InfoScope::kModel ? "THUB_Open" : "THUB_Init"; }
+const char* scope_call(InfoScope s) {
+  return s == InfoScope::kModel ? "THUB_Open" : s == InfoScope::kMemory ? "THUB_Alloc_mem" : "THUB_Init";
+}
 
 void warn_unknown_environment() {
   static std::once_flag once;

@@ -17,6 +17,7 @@ enum class InfoScope {
   kEmbeddedRegistry,  // THUB_Init, used when the context starts the embedded registry
   kModel,             // THUB_Open
   kEnvironment,       // only read from TENSORHUB_<KEY> (no info key)
+  kMemory,            // THUB_Alloc_mem (no keys yet)
 };
 
 struct InfoKeySpec {

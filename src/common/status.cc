@@ -2,13 +2,7 @@
 
 namespace thub {
 
-namespace {
-struct CodeText {
-  int code;
-  const char* name;
-  const char* hint;
-};
-constexpr CodeText kTexts[] = {
+const CodeText kCodeTexts[] = {
     {0, "THUB_SUCCESS", "done"},
     {1, "THUB_IN_PROGRESS", "the operation is still running; test or wait again"},
     {2, "THUB_NOT_UPDATED", "nothing newer than the held version is available (not an error)"},
@@ -24,12 +18,16 @@ constexpr CodeText kTexts[] = {
     {-9, "THUB_ERR_UNSUPPORTED", "not supported by this build or machine (e.g. CUDA memory without CUDA)"},
     {-10, "THUB_ERR_AUTH", "the registry refused the credentials: check auth_token"},
     {-11, "THUB_ERR_VERSION_LOST", "every holder of the version is gone: ask for a newer one"},
+    {-12, "THUB_ERR_CANCELED", "the request was canceled (THUB_Cancel) before it took effect"},
     {-99, "THUB_ERR_INTERNAL", "a bug in TensorHub: please report it with THUB_Last_error's text"},
 };
 
+const size_t kCodeTextCount = sizeof kCodeTexts / sizeof kCodeTexts[0];
+
+namespace {
 const CodeText* find(int code) {
-  for (const auto& t : kTexts) {
-    if (t.code == code) return &t;
+  for (size_t i = 0; i < kCodeTextCount; ++i) {
+    if (kCodeTexts[i].code == code) return &kCodeTexts[i];
   }
   return nullptr;
 }

@@ -23,6 +23,7 @@ enum class Code : int {
   kUnsupported = -9,
   kAuth = -10,
   kVersionLost = -11,
+  kCanceled = -12,
   kInternal = -99,
 };
 
@@ -34,6 +35,17 @@ class Error : public std::runtime_error {
  private:
   Code code_;
 };
+
+// The one table of status codes: number, name, hint. THUB_* in the public header,
+// thub::Code here and sched::Status are checked against it at compile time
+// (src/capi/capi.cc, src/client/member_machine.cc).
+struct CodeText {
+  int code;
+  const char* name;
+  const char* hint;
+};
+extern const CodeText kCodeTexts[];
+extern const size_t kCodeTextCount;
 
 // Name of a status code ("THUB_ERR_LAYOUT") and a one-line hint; never null.
 const char* code_name(int code);

@@ -1,6 +1,8 @@
 #include "src/registry/connection.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -51,13 +53,17 @@ struct Connection::Impl {
   std::mutex mu;  // pending, state, handlers, helper threads
   std::condition_variable cv;
   State state = State::kDead;
-  std::map<uint64_t, std::promise<sched::Reply>> pending;
+  struct Pending {
+    std::function<void(RequestResult)> done;
+    int64_t deadline_ms = 0;  // 0: none
+    MsgType type = MsgType::kReply;
+  };
+  std::map<uint64_t, Pending> pending;
   std::atomic<uint64_t> next_req{1};
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> stop{false};
   std::function<void(const Order&)> order_fn;
-  std::function<void()> reconnect_fn;
-  std::vector<std::thread> helpers;
+  std::function<void(ConnectionEvent, uint64_t, const std::string&)> event_fn;
   std::thread reader;
   ByteQueue in;                          // reader thread only
   std::string lost_why;                  // why the last connection was lost (under mu)
@@ -76,10 +82,14 @@ struct Connection::Impl {
   int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
   bool next_frame(FrameHeader* h, std::string_view* payload);
   void dispatch(const FrameHeader& h, std::string_view payload);
-  sched::Reply request(MsgType type, const std::string& payload, int64_t timeout_ms);
-  void spawn(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lk(mu);
-    helpers.emplace_back(std::move(fn));
+  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done);
+  void expire(int64_t now_ms);  // pending requests past their deadline get kTimeout
+  int64_t next_deadline();     // the earliest pending deadline (0: none)
+  void notify(ConnectionEvent ev, const std::string& why);
+  int wake_fd = -1;  // eventfd: a new deadline for the reader's poll
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
   }
 };
 
@@ -259,9 +269,49 @@ void Connection::Impl::connect_any(size_t first) {
 }
 
 void Connection::Impl::fail_pending(const std::string& why) {
+  std::map<uint64_t, Pending> gone;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    gone.swap(pending);
+  }
+  for (auto& [req, p] : gone) p.done(RequestResult{Code::kRegistry, {}, why});
+}
+
+void Connection::Impl::expire(int64_t now_ms) {
+  std::vector<std::pair<Pending, uint64_t>> late;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->second.deadline_ms > 0 && it->second.deadline_ms <= now_ms) {
+        late.emplace_back(std::move(it->second), it->first);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [p, req] : late) {
+    p.done(RequestResult{Code::kTimeout, {}, std::string("no reply from registry ") + address + " to " +
+                                                 type_name(p.type) + " within its deadline"});
+  }
+}
+
+int64_t Connection::Impl::next_deadline() {
   std::lock_guard<std::mutex> lk(mu);
-  for (auto& [req, p] : pending) p.set_exception(std::make_exception_ptr(Error(Code::kRegistry, why)));
-  pending.clear();
+  int64_t d = 0;
+  for (const auto& [req, p] : pending) {
+    if (p.deadline_ms > 0 && (d == 0 || p.deadline_ms < d)) d = p.deadline_ms;
+  }
+  return d;
+}
+
+void Connection::Impl::notify(ConnectionEvent ev, const std::string& why) {
+  std::function<void(ConnectionEvent, uint64_t, const std::string&)> fn;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    fn = event_fn;
+  }
+  if (fn) fn(ev, generation, why);
 }
 
 // Shuts the socket (a writer blocked in send() returns) and fails every pending request; the
@@ -278,12 +328,15 @@ void Connection::Impl::lose(const std::string& why) {
 void Connection::Impl::dispatch(const FrameHeader& h, std::string_view payload) {
   if (h.type == MsgType::kReply) {
     sched::Reply r = decode_reply(payload);
-    std::lock_guard<std::mutex> lk(mu);
-    auto it = pending.find(h.req);
-    if (it != pending.end()) {
-      it->second.set_value(std::move(r));
+    Pending p;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = pending.find(h.req);
+      if (it == pending.end()) return;
+      p = std::move(it->second);
       pending.erase(it);
     }
+    p.done(RequestResult{Code::kSuccess, std::move(r), {}});
   } else if (h.type == MsgType::kOffload || h.type == MsgType::kDiscard) {
     Order o;
     o.offload = h.type == MsgType::kOffload;
@@ -293,7 +346,7 @@ void Connection::Impl::dispatch(const FrameHeader& h, std::string_view payload) 
       std::lock_guard<std::mutex> lk(mu);
       fn = order_fn;
     }
-    if (fn) spawn([fn, o] { fn(o); });
+    if (fn) fn(o);
   }
   // HEARTBEAT (the registry's answer to ours): a sign of life, nothing more.
 }
@@ -327,10 +380,17 @@ bool Connection::Impl::serve() {
     auto heard = [&] { return std::max(last_rx, tx_progress_ms.load()); };
     int64_t wait = last_beat + beat - now;
     if (live > 0) wait = std::min(wait, heard() + live - now);
-    pollfd p{fd.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)));
+    if (int64_t d = next_deadline(); d > 0) wait = std::min(wait, d - now);
+    pollfd ps[2] = {{fd.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    ::poll(ps, 2, static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)));
+    if (ps[1].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t k = ::read(wake_fd, &v, sizeof v);
+    }
+    int n = ps[0].revents ? 1 : 0;
     if (stop) return true;
     now = steady_ms();
+    expire(now);
     if (n > 0) {
       int got = receive();
       if (got < 0) {
@@ -384,29 +444,38 @@ bool Connection::Impl::reconnect() {
 void Connection::Impl::read_loop() {
   while (!stop) {
     if (serve()) return;
+    std::string why;
     {
       std::lock_guard<std::mutex> lk(mu);
       state = State::kReconnecting;
+      why = lost_why;
     }
+    notify(ConnectionEvent::kLost, why);
     bool back = reconnect();
-    std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
       state = back ? State::kConnected : State::kDead;
       if (back) generation++;
-      fn = reconnect_fn;
+      why = lost_why;
     }
     cv.notify_all();
+    notify(back ? ConnectionEvent::kBack : ConnectionEvent::kGone, why);
     if (!back) return;
-    if (fn) spawn(fn);
   }
 }
 
 Connection::Connection(const ConnectionOptions& opts) : impl_(std::make_unique<Impl>()) {
   impl_->opts = opts;
+  impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl_->wake_fd < 0) throw Error(Code::kNoMemory, "eventfd failed");
   if (impl_->opts.heartbeat_ms <= 0) impl_->opts.heartbeat_ms = 1000;
   if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 5000;
-  impl_->connect_any(0);
+  try {
+    impl_->connect_any(0);
+  } catch (...) {
+    ::close(impl_->wake_fd);
+    throw;
+  }
   impl_->state = State::kConnected;
   impl_->reader = std::thread([this] { impl_->read_loop(); });
 }
@@ -418,61 +487,77 @@ Connection::~Connection() {
     ::shutdown(impl_->fd.get(), SHUT_RDWR);
   }
   impl_->cv.notify_all();
+  impl_->wake();
   if (impl_->reader.joinable()) impl_->reader.join();
   impl_->fail_pending("connection closed");
-  for (;;) {
-    std::vector<std::thread> hs;
-    {
-      std::lock_guard<std::mutex> lk(impl_->mu);
-      hs.swap(impl_->helpers);
-    }
-    if (hs.empty()) break;
-    for (auto& t : hs) t.join();
-  }
+  ::close(impl_->wake_fd);
 }
 
-// One request frame and its reply: waits out a reconnection first, and forgets the pending
-// entry on a send failure or a timeout.
-sched::Reply Connection::Impl::request(MsgType type, const std::string& payload, int64_t timeout_ms) {
+// One request frame; `done` gets its reply or why there is none. Deadlines are checked by
+// the reader thread.
+void Connection::Impl::start(MsgType type, const std::string& payload, int64_t timeout_ms,
+                             std::function<void(RequestResult)> done) {
   if (timeout_ms <= 0 && !deferrable(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
-  std::future<sched::Reply> f;
   {
     std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return state != State::kReconnecting || stop; });
-    if (state != State::kConnected) {
-      throw Error(Code::kRegistry, "not connected to a registry (last: " + address +
-                                       (lost_why.empty() ? "" : ", " + lost_why) + ")");
+    if (state != State::kConnected || stop) {
+      std::string why = "not connected to a registry (last: " + address + (lost_why.empty() ? "" : ", " + lost_why) + ")";
+      lk.unlock();
+      return done(RequestResult{Code::kRegistry, {}, why});
     }
-    f = pending[req].get_future();
+    Pending& p = pending[req];
+    p.done = std::move(done);
+    p.deadline_ms = timeout_ms > 0 ? steady_ms() + timeout_ms : 0;
+    p.type = type;
   }
   try {
     send_frame(type, req, payload);
-  } catch (...) {
-    std::lock_guard<std::mutex> lk(mu);
-    pending.erase(req);
-    throw;
+  } catch (const Error& e) {
+    Pending p;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = pending.find(req);
+      if (it == pending.end()) return;  // already failed by the reader (the connection was lost)
+      p = std::move(it->second);
+      pending.erase(it);
+    }
+    p.done(RequestResult{Code::kRegistry, {}, e.what()});
   }
-  if (timeout_ms > 0 && f.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
-    std::lock_guard<std::mutex> lk(mu);
-    pending.erase(req);
-    throw Error(Code::kTimeout, std::string("no reply from registry ") + address + " to " + type_name(type) +
-                                    " within " + std::to_string(timeout_ms) + " ms");
-  }
-  return f.get();
+  if (timeout_ms > 0) wake();  // the reader sees the new deadline (it may sleep up to a second)
 }
 
-sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
+void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done) {
   try {
     check_limits(ev);  // the registry would refuse it; say so without sending 63 MiB
   } catch (const LimitError& e) {
-    throw Error(Code::kArg, std::string(type_name(type_of(ev))) + ": " + e.what());
+    return done(RequestResult{Code::kArg, {}, std::string(type_name(type_of(ev))) + ": " + e.what()});
   }
-  return impl_->request(type_of(ev), encode_event(ev), timeout_ms);
+  impl_->start(type_of(ev), encode_event(ev), timeout_ms, std::move(done));
+}
+
+namespace {
+// Waits for an asynchronous request: the blocking calls of tools and tests.
+sched::Reply await(const std::function<void(std::function<void(RequestResult)>)>& start) {
+  auto promise = std::make_shared<std::promise<RequestResult>>();
+  auto f = promise->get_future();
+  start([promise](RequestResult r) { promise->set_value(std::move(r)); });
+  RequestResult r = f.get();
+  if (r.code != Code::kSuccess) throw Error(r.code, r.detail);
+  return std::move(r.reply);
+}
+}  // namespace
+
+sched::Reply Connection::call(const sched::Event& ev, int64_t timeout_ms) {
+  wait_connected();
+  return await([&](std::function<void(RequestResult)> done) { send(ev, timeout_ms, std::move(done)); });
 }
 
 std::string Connection::describe(int64_t timeout_ms) {
-  return impl_->request(MsgType::kDescribe, {}, timeout_ms).detail;
+  wait_connected();
+  return await([&](std::function<void(RequestResult)> done) {
+           impl_->start(MsgType::kDescribe, {}, timeout_ms, std::move(done));
+         }).detail;
 }
 
 void Connection::on_order(std::function<void(const Order&)> fn) {
@@ -480,9 +565,9 @@ void Connection::on_order(std::function<void(const Order&)> fn) {
   impl_->order_fn = std::move(fn);
 }
 
-void Connection::on_reconnect(std::function<void()> fn) {
+void Connection::on_event(std::function<void(ConnectionEvent, uint64_t, const std::string&)> fn) {
   std::lock_guard<std::mutex> lk(impl_->mu);
-  impl_->reconnect_fn = std::move(fn);
+  impl_->event_fn = std::move(fn);
 }
 
 std::string Connection::address() const {

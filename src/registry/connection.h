@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sched/types.h"
+#include "src/common/status.h"
 
 namespace thub::registry {
 
@@ -36,6 +37,21 @@ struct Order {
   sched::Version version = -1;
 };
 
+// The outcome of an asynchronous request: the registry's reply (code kSuccess), or why there
+// is none (kRegistry: the connection was lost or is not up; kTimeout; kArg: over the limits).
+struct RequestResult {
+  Code code = Code::kSuccess;
+  sched::Reply reply;
+  std::string detail;
+};
+
+// What became of the connection to the registry.
+enum class ConnectionEvent {
+  kLost,  // lost; reconnecting to the address list (requests in flight failed with kRegistry)
+  kBack,  // connected again (to a registry that knows nothing of this client)
+  kGone,  // reconnecting gave up: no registry
+};
+
 class Connection {
  public:
   // Connects to the first reachable address and completes the handshake (HELLO; with a token
@@ -54,14 +70,19 @@ class Connection {
   // the reply, Error(kArg) for a request over the registry's size limits. While a
   // reconnection is under way, waits for it first.
   sched::Reply call(const sched::Event& ev, int64_t timeout_ms = 0);
+  // The same, without waiting: `done` runs once, with the reply or why there is none, on the
+  // connection's reader thread (replies, timeouts, a lost connection) or on the caller's (a
+  // request that could not be sent: not connected, over the limits). It must not block.
+  // Does not wait out a reconnection: then it fails at once with kRegistry.
+  void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done);
   // The registry's state as text (tensorhub-info --registry).
   std::string describe(int64_t timeout_ms = 5000);
-  // Registry-initiated orders run `fn` on a separate thread.
+  // Registry-initiated orders: `fn` runs on the reader thread and must not block.
   void on_order(std::function<void(const Order&)> fn);
-  // After the registry was lost and another address (or the same, restarted) answered:
-  // `fn` runs on a separate thread; the registry knows nothing of this client any more
-  // (stateless failover), so members must be opened and published again.
-  void on_reconnect(std::function<void()> fn);
+  // The connection's life: `fn(event, generation, why)` runs on the reader thread and must not
+  // block. After kBack the registry knows nothing of this client any more (stateless
+  // failover), so members must be opened and published again.
+  void on_event(std::function<void(ConnectionEvent, uint64_t, const std::string&)> fn);
   [[nodiscard]] std::string address() const;
   [[nodiscard]] bool connected() const;
   // Incremented by every successful reconnection.

@@ -82,6 +82,7 @@ MsgType type_of(const Event& ev) {
         else if constexpr (std::is_same_v<T, SourceFailed>) return MsgType::kSourceFailed;
         else if constexpr (std::is_same_v<T, Unpublish>) return MsgType::kUnpublish;
         else if constexpr (std::is_same_v<T, OffloadDone>) return MsgType::kOffloadDone;
+        else if constexpr (std::is_same_v<T, sched::Cancel>) return MsgType::kCancel;
         else throw CodecError("this event is not a client request");
       },
       ev);
@@ -96,7 +97,8 @@ std::string encode_event(const Event& ev) {
         } else if constexpr (std::is_same_v<T, Open>) {
           w.str(e.model).str(e.replica).u32(static_cast<uint32_t>(e.shard));
           w.u32(static_cast<uint32_t>(e.num_shards)).u32(static_cast<uint32_t>(e.retain)).boolean(e.spot);
-        } else if constexpr (std::is_same_v<T, sched::Close> || std::is_same_v<T, Unpublish>) {
+        } else if constexpr (std::is_same_v<T, sched::Close> || std::is_same_v<T, Unpublish> ||
+                             std::is_same_v<T, sched::Cancel>) {
           w.u64(e.member);
         } else if constexpr (std::is_same_v<T, Publish>) {
           w.u64(e.member).i64(e.version).u64(e.layout_hash).str(e.descriptor);
@@ -175,6 +177,9 @@ Event decode_event(MsgType type, uint64_t req, ClientId client, std::string_view
       break;
     case MsgType::kUnpublish:
       ev = Unpublish{client, req, r.u64()};
+      break;
+    case MsgType::kCancel:
+      ev = sched::Cancel{client, req, r.u64()};
       break;
     case MsgType::kPublish: {
       Publish e{client, req, 0, 0, 0, {}};
@@ -281,6 +286,7 @@ const char* type_name(MsgType t) {
     case MsgType::kUnpublish: return "UNPUBLISH";
     case MsgType::kOffloadDone: return "OFFLOAD_DONE";
     case MsgType::kDescribe: return "DESCRIBE";
+    case MsgType::kCancel: return "CANCEL";
     case MsgType::kAuth: return "AUTH";
     case MsgType::kReply: return "REPLY";
     case MsgType::kOffload: return "OFFLOAD";

@@ -47,7 +47,8 @@ enum class MsgType : uint16_t {
   kUnpublish = 9,
   kOffloadDone = 10,
   kDescribe = 11,     // reply detail: the registry's state as text
-  kAuth = 12,         // the client's proof, answering CHALLENGE
+  kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
+  kAuth = 13,         // the client's proof, answering CHALLENGE
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed

@@ -41,6 +41,17 @@ bool cuda_is_device_pointer(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+bool pin_host_memory(void* p, size_t n) {
+  if (!cuda_usable(nullptr)) return false;
+  if (cudaHostRegister(p, n, cudaHostRegisterPortable) == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
+void unpin_host_memory(void* p) {
+  if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
 std::unique_ptr<HostBuffer> HostBuffer::allocate(size_t bytes, bool pinned) {
   size_t n = bytes ? bytes : 1;
   if (pinned && cuda_usable(nullptr)) {

@@ -16,6 +16,12 @@ bool cuda_usable(std::string* why);
 // True when `p` is device (or managed) memory as the CUDA runtime sees it.
 bool cuda_is_device_pointer(const void* p);
 
+// Page-locks host memory that something else allocated (cudaHostRegister), for full-speed
+// cudaMemcpyAsync. False when CUDA is not usable or the call failed (the memory still works,
+// pageable). unpin_host_memory undoes a successful pin.
+bool pin_host_memory(void* p, size_t n);
+void unpin_host_memory(void* p);
+
 // Host memory to stage through. Pinned (cudaHostAlloc) when asked and CUDA is usable, so
 // that cudaMemcpyAsync runs at full speed; page-aligned malloc memory otherwise.
 class HostBuffer {

@@ -13,6 +13,9 @@ bool cuda_usable(std::string* why) {
 
 bool cuda_is_device_pointer(const void*) { return false; }
 
+bool pin_host_memory(void*, size_t) { return false; }
+void unpin_host_memory(void*) {}
+
 std::unique_ptr<HostBuffer> HostBuffer::allocate(size_t bytes, bool) {
   void* p = nullptr;
   if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) {

@@ -13,6 +13,7 @@
 #include <deque>
 #include <future>
 #include <limits>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/transport/cuda_staging.h"
 
 namespace thub::transport {
 
@@ -72,6 +74,11 @@ struct Worker::Impl {
   std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
   size_t outstanding = 0;                               // gets in flight
   std::unordered_set<void*> ops;                        // their GetOps (shutdown frees the orphans)
+  // Unpacked rkeys by (endpoint, packed rkey), most recently used first (Worker::remote_key).
+  using RkeyKey = std::pair<const Peer*, std::string>;
+  std::list<std::pair<RkeyKey, std::shared_ptr<RemoteKey>>> rkeys;
+  std::map<RkeyKey, decltype(rkeys)::iterator> rkey_index;
+  void forget_rkeys(const Peer* p);
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
   Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
@@ -284,6 +291,8 @@ void Worker::Impl::shutdown() {
   // Drop timers (they may hold references to peers), then close every endpoint.
   timers.clear();
   pending_timers.clear();
+  rkey_index.clear();
+  rkeys.clear();
   // Gets that never completed (abandoned on a dead or stopped peer) give up their callbacks
   // now, while the worker lives: those hold the transfers and their rkeys, which must go
   // before the worker does. UCX may still complete the requests while it destroys the
@@ -434,31 +443,62 @@ void Worker::call(const std::function<void()>& fn) {
   f.get();
 }
 
+namespace {
+// Registers (or, with `allocate`, allocates and registers) memory for remote reads only, and
+// packs its rkey.
+std::pair<ucp_mem_h, std::string> map_memory(ucp_context_h ctx, void* addr, size_t len, bool allocate) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;
+  mp.address = addr;
+  mp.length = len;
+  // Peers only ever read what we serve: no remote write (UCX's default allows it).
+  mp.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
+  if (allocate) {
+    mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+  }
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(ctx, &mp, &memh);
+  if (st != UCS_OK) {
+    throw Error(Code::kNoMemory, std::string(allocate ? "allocating and registering " : "ucp_mem_map of ") +
+                                     std::to_string(len) + " bytes: " + status_text(st));
+  }
+  void* rb = nullptr;
+  size_t rlen = 0;
+  st = ucp_rkey_pack(ctx, memh, &rb, &rlen);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(ctx, memh);
+    throw Error(Code::kNoMemory, "ucp_rkey_pack: " + status_text(st));
+  }
+  std::string rkey(static_cast<const char*>(rb), rlen);
+  ucp_rkey_buffer_release(rb);
+  return {memh, std::move(rkey)};
+}
+}  // namespace
+
 std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
   std::unique_ptr<MemoryRegion> out;
   call([&] {
-    ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;
-    mp.address = addr;
-    mp.length = len;
-    // Peers only ever read what we serve: no remote write (UCX's default allows it).
-    mp.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
-    ucp_mem_h memh = nullptr;
-    ucs_status_t st = ucp_mem_map(impl_->ctx, &mp, &memh);
-    if (st != UCS_OK) {
-      throw Error(Code::kNoMemory, "ucp_mem_map of " + std::to_string(len) + " bytes: " + status_text(st));
-    }
-    void* rb = nullptr;
-    size_t rlen = 0;
-    st = ucp_rkey_pack(impl_->ctx, memh, &rb, &rlen);
-    if (st != UCS_OK) {
-      ucp_mem_unmap(impl_->ctx, memh);
-      throw Error(Code::kNoMemory, "ucp_rkey_pack: " + status_text(st));
-    }
-    std::string rkey(static_cast<const char*>(rb), rlen);
-    ucp_rkey_buffer_release(rb);
+    auto [memh, rkey] = map_memory(impl_->ctx, addr, len, false);
     out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(addr), len));
   });
+  return out;
+}
+
+std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
+  std::unique_ptr<MemoryRegion> out;
+  call([&] {
+    auto [memh, rkey] = map_memory(impl_->ctx, nullptr, len ? len : 1, true);
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    if (ucp_mem_query(memh, &attr) != UCS_OK) {
+      ucp_mem_unmap(impl_->ctx, memh);
+      throw Error(Code::kNoMemory, "ucp_mem_query of an allocated region failed");
+    }
+    out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(attr.address), len));
+    out->allocated_ = true;
+  });
+  if (pinned && len > 0) out->pinned_ = pin_host_memory(out->data(), len);
   return out;
 }
 
@@ -466,7 +506,15 @@ void Worker::unmap(void* memh) {
   call([&] { ucp_mem_unmap(impl_->ctx, static_cast<ucp_mem_h>(memh)); });
 }
 
-MemoryRegion::~MemoryRegion() { worker_->unmap(memh_); }
+MemoryRegion::~MemoryRegion() {
+  if (pinned_) unpin_host_memory(data());
+  worker_->unmap(memh_);
+}
+
+bool MemoryRegion::contains(const void* p, size_t n) const {
+  auto a = reinterpret_cast<uint64_t>(p);
+  return a >= addr_ && n <= len_ && a - addr_ <= len_ - n;
+}
 
 std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handling, int lane) {
   const std::pair<std::string, int> key{address, lane};
@@ -502,6 +550,7 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
   // left open: closing one without error handling could block on a dead peer. They are
   // released with the worker.
   auto abandon = [this](const std::shared_ptr<Peer>& p) {
+    impl_->forget_rkeys(p.get());
     p->failed = true;
     if (p->error.empty()) p->error = "forgotten: the peer is gone";
     impl_->abandoned.push_back(p);
@@ -515,7 +564,32 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
   if (!peer->failed) abandon(peer);  // already dropped from the cache (replaced)
 }
 
+void Worker::Impl::forget_rkeys(const Peer* p) {
+  for (auto it = rkey_index.lower_bound({p, std::string()}); it != rkey_index.end() && it->first.first == p;) {
+    rkeys.erase(it->second);
+    it = rkey_index.erase(it);
+  }
+}
+
+std::shared_ptr<RemoteKey> Worker::remote_key(const std::shared_ptr<Peer>& peer, const std::string& packed) {
+  auto& im = *impl_;
+  Impl::RkeyKey key{peer.get(), packed};
+  if (auto it = im.rkey_index.find(key); it != im.rkey_index.end()) {
+    im.rkeys.splice(im.rkeys.begin(), im.rkeys, it->second);
+    return it->second->second;
+  }
+  auto rk = std::make_shared<RemoteKey>(peer, packed);
+  im.rkeys.emplace_front(key, rk);
+  im.rkey_index[key] = im.rkeys.begin();
+  while (im.rkeys.size() > kRemoteKeyCache) {
+    im.rkey_index.erase(im.rkeys.back().first);
+    im.rkeys.pop_back();
+  }
+  return rk;
+}
+
 void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
+  forget_rkeys(p.get());
   p->failed = true;
   if (p->error.empty()) p->error = "closed: the peer stopped answering";
   if (p->ep && p->error_handling) {

@@ -42,6 +42,12 @@ class Worker {
 
   // Register host memory for remote reads (any thread). Throws Error(kNoMemory).
   std::unique_ptr<MemoryRegion> map(void* addr, size_t len);
+  // Allocate and register `len` bytes of host memory through UCX (any thread): shared memory
+  // where UCX can (sysv/posix), which a reader on this host maps and copies from itself,
+  // with no work by this process; over UCX 1.13 a get of memory registered with map() is
+  // instead answered by this process's worker. `pinned`: also page-locked for CUDA copies
+  // (cudaHostRegister) when CUDA is usable. Freed with the region. Throws Error(kNoMemory).
+  std::unique_ptr<MemoryRegion> allocate(size_t len, bool pinned = false);
 
   // ---- progress thread only ----
   // The endpoint to the worker at `address` (created on first use, cached; a failed peer
@@ -63,6 +69,12 @@ class Worker {
   // True when every transport this worker may use detects a failed peer (TCP and self only,
   // e.g. transfer_mode=tcp), so that peers on this host get error handling too.
   [[nodiscard]] bool detects_local_peer_failure() const;
+  // The unpacked form of a peer's packed rkey, cached per endpoint: unpacking one of memory a
+  // peer allocated through UCX attaches (maps) its shared-memory segment here, and doing
+  // that for every transfer cost a page fault per page read (1 GiB: ~0.3 s). At most
+  // kRemoteKeyCache keys are kept (least recently used go first); a retired peer's go with it.
+  std::shared_ptr<RemoteKey> remote_key(const std::shared_ptr<Peer>& peer, const std::string& packed);
+  static constexpr size_t kRemoteKeyCache = 1024;
   // One-sided read of `len` bytes at `remote` into `local`; `cb` runs on this thread, never
   // before get() has returned (a completion inside UCX's call is deferred to the loop).
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
@@ -84,7 +96,8 @@ class Worker {
   std::unique_ptr<Impl> impl_;
 };
 
-// A registered buffer: a UCP memory handle and its packed remote key. Unmapped on destruction.
+// A registered buffer: a UCP memory handle and its packed remote key. Unmapped on destruction
+// (and freed, when Worker::allocate made it).
 class MemoryRegion {
  public:
   ~MemoryRegion();
@@ -93,6 +106,11 @@ class MemoryRegion {
   [[nodiscard]] const std::string& packed_rkey() const { return rkey_; }
   [[nodiscard]] uint64_t address() const { return addr_; }
   [[nodiscard]] size_t length() const { return len_; }
+  [[nodiscard]] char* data() const { return reinterpret_cast<char*>(addr_); }
+  [[nodiscard]] bool allocated() const { return allocated_; }
+  [[nodiscard]] bool pinned() const { return pinned_; }
+  // True when [p, p + n) lies inside this region.
+  [[nodiscard]] bool contains(const void* p, size_t n) const;
 
  private:
   friend class Worker;
@@ -103,6 +121,8 @@ class MemoryRegion {
   std::string rkey_;
   uint64_t addr_;
   size_t len_;
+  bool allocated_ = false;
+  bool pinned_ = false;
 };
 
 // A peer's packed rkey unpacked on one endpoint (progress thread only).

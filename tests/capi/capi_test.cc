@@ -13,11 +13,11 @@ TEST(ErrorStringTest, EveryCodeHasANameAndAHint) {
   const int codes[] = {THUB_SUCCESS, THUB_IN_PROGRESS, THUB_NOT_UPDATED, THUB_ERR_ARG, THUB_ERR_STATE,
                        THUB_ERR_NOT_FOUND, THUB_ERR_LAYOUT, THUB_ERR_TRANSPORT, THUB_ERR_REGISTRY, THUB_ERR_TIMEOUT,
                        THUB_ERR_NO_MEMORY, THUB_ERR_UNSUPPORTED, THUB_ERR_AUTH, THUB_ERR_VERSION_LOST,
-                       THUB_ERR_INTERNAL};
+                       THUB_ERR_CANCELED, THUB_ERR_INTERNAL};
   const char* names[] = {"THUB_SUCCESS", "THUB_IN_PROGRESS", "THUB_NOT_UPDATED", "THUB_ERR_ARG", "THUB_ERR_STATE",
                          "THUB_ERR_NOT_FOUND", "THUB_ERR_LAYOUT", "THUB_ERR_TRANSPORT", "THUB_ERR_REGISTRY",
                          "THUB_ERR_TIMEOUT", "THUB_ERR_NO_MEMORY", "THUB_ERR_UNSUPPORTED", "THUB_ERR_AUTH",
-                         "THUB_ERR_VERSION_LOST", "THUB_ERR_INTERNAL"};
+                         "THUB_ERR_VERSION_LOST", "THUB_ERR_CANCELED", "THUB_ERR_INTERNAL"};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; ++i) {
     std::string s = THUB_Error_string(codes[i]);
     EXPECT_EQ(s.rfind(names[i], 0), 0u) << s;

@@ -15,6 +15,7 @@
 #include "src/client/holding.h"
 #include "src/client/model.h"
 #include "src/client/progress_counter.h"
+#include "src/client/request.h"
 #include "src/common/info.h"
 #include "src/common/status.h"
 #include "src/registry/connection.h"
@@ -79,6 +80,13 @@ struct Liar {
   }
 };
 
+// THUB_Replicate of the latest version through the C++ core: throws Error on failure.
+void replicate_latest(Model& m) {
+  auto r = m.replicate(-1, false);
+  r->wait();
+  if (r->code() != Code::kSuccess) throw Error(r->code(), r->detail());
+}
+
 // Replicates from a liar publishing what `tamper` makes; returns the error code (kSuccess
 // when the replicate worked) and the message in *what.
 Code replicate_from_liar(const std::function<void(Descriptor&)>& tamper, std::string* what,
@@ -91,7 +99,7 @@ Code replicate_from_liar(const std::function<void(Descriptor&)>& tamper, std::st
     liar.publish_raw(raw);
   }
   try {
-    v.model->replicate(-1);
+    replicate_latest(*v.model);
     *what = "";
     EXPECT_EQ(std::memcmp(v.big.data(), liar.big.data(), kBig), 0);
     return Code::kSuccess;
@@ -166,7 +174,7 @@ TEST(HostileSourceTest, CompleteSourceWhoseCounterLagsHasFailed) {
   liar.h.counter->store(liar.h.epoch, 100);
   liar.publish([](Descriptor&) {});
   try {
-    v.model->replicate(-1);
+    replicate_latest(*v.model);
     FAIL() << "replicated from a source whose counter shows 100 bytes";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("progress counter shows 100"), std::string::npos) << e.what();

@@ -54,6 +54,7 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
       sched::SourceFailed{0, 0, 12, 13, 14},
       sched::Unpublish{0, 0, 15},
       sched::OffloadDone{0, 0, 16, 17, "o"},
+      sched::Cancel{0, 0, 18},
   };
   for (const auto& ev : events) EXPECT_EQ(serialize(request(ev)), registry::encode_event(ev));
   sched::Reply r{};

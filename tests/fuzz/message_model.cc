@@ -81,6 +81,8 @@ Message request(const sched::Event& ev) {
           return {Shape::kSourceFailed, {u64(e.member), u64(e.lease), u64(e.chunks_done)}};
         } else if constexpr (std::is_same_v<T, sched::OffloadDone>) {
           return {Shape::kOffloadDone, {u64(e.member), i64(e.version), str(e.descriptor)}};
+        } else if constexpr (std::is_same_v<T, sched::Cancel>) {
+          return {Shape::kCancel, {u64(e.member)}};
         } else {
           throw std::logic_error("not a client request");
         }
@@ -292,7 +294,7 @@ std::string mutate_frame(MsgType type, uint64_t req, const std::string& payload,
 }
 
 MsgType any_type(Rng& rng) {
-  static const uint16_t kTypes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 100, 101, 102, 103, 104, 0, 13, 99, 105, 0xffff};
+  static const uint16_t kTypes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 100, 101, 102, 103, 104, 0, 14, 99, 105, 0xffff};
   return static_cast<MsgType>(kTypes[pick(rng, std::size(kTypes))]);
 }
 

@@ -30,7 +30,7 @@ struct Field {
 enum class Shape {
   kHello, kAuthField,  // AUTH, CHALLENGE and AUTH_OK: one 32-byte string
   kHeartbeat, kOpen, kClose, kPublish, kReplicate, kTransferDone, kSourceFailed, kUnpublish,
-  kOffloadDone, kDescribe, kReply, kOrder, kDescriptor,
+  kOffloadDone, kCancel, kDescribe, kReply, kOrder, kDescriptor,
 };
 
 struct Message {

@@ -114,6 +114,7 @@ struct Oracle {
           case MsgType::kSourceFailed:
           case MsgType::kUnpublish:
           case MsgType::kOffloadDone:
+          case MsgType::kCancel:
             (void)registry::decode_event(h.type, h.req, 1, payload);
             return;
           default:
@@ -427,8 +428,9 @@ struct SessionFuzzer::State {
     static const char* kModels[] = {"vm", "vm", "m0", "m1", "good-0"};
     // Mostly a request on what the session opened: the handlers' deeper paths (grants, busy
     // sources, drains, failures) need live ids.
-    switch (s.members.empty() && !chance(r, 5) ? 1 : pick(r, 14)) {
+    switch (s.members.empty() && !chance(r, 5) ? 1 : pick(r, 15)) {
       case 0: return sched::Heartbeat{0};
+      case 14: return sched::Cancel{0, 0, member(s, r)};
       case 1:
       case 2: {
         int n = chance(r, 3) ? 1 + static_cast<int>(pick(r, 3)) : 1;
@@ -484,6 +486,7 @@ struct SessionFuzzer::State {
       case MsgType::kSourceFailed:
       case MsgType::kUnpublish:
       case MsgType::kOffloadDone:
+      case MsgType::kCancel:
         for (;;) {
           sched::Event ev = request(s, r);
           if (registry::type_of(ev) == t) return request_frame(s, t, registry::encode_event(ev));

@@ -68,7 +68,8 @@ class Reader {
 };
 
 sched::Event any_request(Rng& r) {
-  switch (pick(r, 8)) {
+  switch (pick(r, 9)) {
+    case 8: return sched::Cancel{0, 0, pick(r, 40)};
     case 0: return sched::Open{0, 0, "m" + std::to_string(pick(r, 3)), "r" + std::to_string(pick(r, 3)), 0, 1, 0, false};
     case 1: return sched::Publish{0, 0, pick(r, 40), static_cast<int64_t>(pick(r, 4)), 7, "D"};
     case 2: return sched::Replicate{0, 0, pick(r, 40), -1, -1, 7, "R"};

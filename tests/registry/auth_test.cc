@@ -244,6 +244,7 @@ TEST_F(BeforeTheProofTest, EveryRequestBeforeTheProofGetsAnErrorAndAClose) {
       {MsgType::kSourceFailed, encode_event(sched::SourceFailed{0, 0, member_, 1, 0})},
       {MsgType::kUnpublish, encode_event(sched::Unpublish{0, 0, member_})},
       {MsgType::kOffloadDone, encode_event(sched::OffloadDone{0, 0, member_, 1, "x"})},
+      {MsgType::kCancel, encode_event(sched::Cancel{0, 0, member_})},
       {MsgType::kDescribe, ""},
       {MsgType::kHello, encode_hello({random_bytes(kNonceBytes), "dc"})},
       {MsgType::kReply, encode_reply(sched::Reply{})},

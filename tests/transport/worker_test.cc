@@ -69,3 +69,45 @@ TEST(WorkerTest, GetCallbackNeverRunsInsideGetAcrossWorkers) {
 
 }  // namespace
 }  // namespace thub::transport
+
+namespace thub::transport {
+namespace {
+
+// Worker::allocate gives registered memory of its own (shared memory where UCX can), and
+// Worker::remote_key unpacks a peer's key once per endpoint: a second transfer from the same
+// region reuses the mapping instead of attaching the segment again.
+TEST(WorkerTest, AllocatedMemoryIsReadableAndItsKeyIsUnpackedOnce) {
+  auto source = Worker::create(WorkerOptions{});
+  auto reader = Worker::create(WorkerOptions{});
+  auto region = source->allocate(1 << 20);
+  ASSERT_TRUE(region->allocated());
+  ASSERT_NE(region->data(), nullptr);
+  EXPECT_TRUE(region->contains(region->data() + 100, 1000));
+  EXPECT_FALSE(region->contains(region->data() + (1 << 20) - 10, 11));
+  for (size_t i = 0; i < (1u << 20); ++i) region->data()[i] = static_cast<char>(i * 13);
+  std::vector<char> dst(1 << 20, 0);
+  std::promise<bool> done;
+  std::shared_ptr<Peer> peer;
+  std::shared_ptr<RemoteKey> k1, k2, k3;
+  reader->call([&] {
+    peer = reader->peer(source->address(), false);
+    k1 = reader->remote_key(peer, region->packed_rkey());
+    k2 = reader->remote_key(peer, region->packed_rkey());
+    k3 = reader->remote_key(reader->peer(source->address(), false, 1), region->packed_rkey());
+    reader->get(peer, dst.data(), dst.size(), region->address(), *k1,
+                [&](bool ok, const std::string&) { done.set_value(ok); });
+  });
+  ASSERT_TRUE(done.get_future().get());
+  EXPECT_EQ(std::memcmp(dst.data(), region->data(), dst.size()), 0);
+  EXPECT_EQ(k1, k2);  // cached
+  EXPECT_NE(k1, k3);  // another endpoint (lane) has its own
+  reader->call([&] {
+    k1.reset();
+    k2.reset();
+    k3.reset();
+    peer.reset();
+  });
+}
+
+}  // namespace
+}  // namespace thub::transport

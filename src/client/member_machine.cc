@@ -1,0 +1,531 @@
+#include "src/client/member_machine.h"
+
+#include <type_traits>
+#include <utility>
+
+namespace thub::client {
+
+namespace {
+// The registry's status numbers are the public ones (src/common/status.h has the table).
+#define THUB_SAME_STATUS(s) static_assert(static_cast<int>(sched::Status::s) == static_cast<int>(Code::s), #s)
+THUB_SAME_STATUS(kNotUpdated);
+THUB_SAME_STATUS(kArg);
+THUB_SAME_STATUS(kState);
+THUB_SAME_STATUS(kNotFound);
+THUB_SAME_STATUS(kLayout);
+THUB_SAME_STATUS(kTransport);
+THUB_SAME_STATUS(kAuth);
+THUB_SAME_STATUS(kVersionLost);
+THUB_SAME_STATUS(kCanceled);
+THUB_SAME_STATUS(kInternal);
+#undef THUB_SAME_STATUS
+static_assert(static_cast<int>(sched::Status::kOk) == static_cast<int>(Code::kSuccess));
+Code code_of(sched::Status s) { return static_cast<Code>(static_cast<int>(s)); }
+
+template <class T, class = void>
+struct HasReq : std::false_type {};
+template <class T>
+struct HasReq<T, std::void_t<decltype(std::declval<T&>().req)>> : std::true_type {};
+}  // namespace
+
+MemberMachine::MemberMachine(MemberIdentity id) : id_(std::move(id)) {}
+
+std::vector<MachineAction> MemberMachine::step(const MachineEvent& ev) {
+  out_.clear();
+  std::visit([this](const auto& e) { on(e); }, ev);
+  return std::move(out_);
+}
+
+// ---- operations -----------------------------------------------------------------------------
+
+bool MemberMachine::start(uint64_t id, Kind kind) {
+  if (op_) {
+    out_.emplace_back(CompleteOp{id, Code::kState, held(), "another operation is in progress on this model"});
+    return false;
+  }
+  if (phase_ == Phase::kClosed) {
+    out_.emplace_back(CompleteOp{id, Code::kState, -1, "the model is closed"});
+    return false;
+  }
+  op_ = Op{};
+  op_->id = id;
+  op_->kind = kind;
+  return true;
+}
+
+void MemberMachine::finish(Code code, std::string detail) {
+  const uint64_t id = op_->id;
+  op_.reset();
+  out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
+}
+
+void MemberMachine::on(const OpOpen& e) {
+  if (!start(e.op, Kind::kOpen)) return;
+  if (phase_ != Phase::kNew) return finish(Code::kState, "already open");
+  if (!up_) return wait_registry();
+  send_op_request();
+}
+
+void MemberMachine::on(const OpPublish& e) {
+  if (!start(e.op, Kind::kPublish)) return;
+  if (e.version < 0) {
+    return finish(Code::kArg, "publish needs an absolute version >= 0 (got " + std::to_string(e.version) + ")");
+  }
+  if (phase_ == Phase::kHolding) {
+    return finish(Code::kState, "already published version " + std::to_string(version_) + "; unpublish first");
+  }
+  op_->spec = e.version;
+  op_->stage = Stage::kPreparing;
+  out_.emplace_back(PrepareHolding{e.op, e.version});
+}
+
+void MemberMachine::on(const OpReplicate& e) {
+  if (!start(e.op, Kind::kReplicate)) return;
+  if (!e.update && phase_ == Phase::kHolding) {
+    return finish(Code::kState, "replicate while holding version " + std::to_string(version_) +
+                                    ": unpublish first, or use THUB_Update");
+  }
+  // Holding nothing, an update is a plain replicate; holding h, the registry answers
+  // NOT_UPDATED (we keep h) or moves us to a newer version in place (sched/update.cc).
+  op_->spec = e.spec;
+  op_->newer_than = e.update && phase_ == Phase::kHolding ? version_ : -1;
+  op_->stage = Stage::kPreparing;
+  out_.emplace_back(PrepareFill{e.op});
+}
+
+void MemberMachine::on(const Prepared& e) {
+  if (!op_ || op_->id != e.op || op_->stage != Stage::kPreparing) return;
+  if (op_->cancel) return finish(Code::kCanceled, "canceled");
+  op_->layout_hash = e.layout_hash;
+  op_->descriptor = e.descriptor;
+  op_->fill = e.fill;
+  if (!up_ || member_ == 0) return wait_registry();
+  send_op_request();
+}
+
+void MemberMachine::on(const PrepareFailed& e) {
+  if (!op_ || op_->id != e.op || op_->stage != Stage::kPreparing) return;
+  finish(e.code, e.detail);
+}
+
+void MemberMachine::on(const OpUnpublish& e) {
+  if (!start(e.op, Kind::kUnpublish)) return;
+  if (phase_ != Phase::kHolding) return finish(Code::kState, "nothing is published: publish or replicate first");
+  if (!up_ || member_ == 0) return wait_registry();
+  send_op_request();
+}
+
+void MemberMachine::on(const OpClose& e) {
+  if (!start(e.op, Kind::kClose)) return;
+  // Close unpublishes first (the registry drains our readers), then forgets the member. A
+  // registry that is gone forgets us anyway.
+  if (!up_ || member_ == 0 || phase_ == Phase::kNew) {
+    if (phase_ == Phase::kHolding) out_.emplace_back(InvalidateHolding{});
+    phase_ = Phase::kClosed;
+    host_.clear();
+    out_.emplace_back(DropHostCopy{-1});
+    return finish(Code::kSuccess);
+  }
+  if (phase_ == Phase::kHolding) {
+    op_->stage = Stage::kAsked;
+    send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+    return;
+  }
+  op_->stage = Stage::kClosing;
+  send(Purpose::kOp, sched::Close{0, 0, member_});
+}
+
+void MemberMachine::on(const OpCancel& e) {
+  // Cancellation takes effect where the operation has changed nothing yet: a replicate
+  // waiting at the registry is withdrawn there (CANCEL), one waiting for a registry ends
+  // now, and a grant that crosses the CANCEL is given back. Otherwise (an update in place,
+  // a transfer under way) the operation completes as it would have (MPI_Cancel's rule).
+  if (!op_ || op_->id != e.op || op_->kind != Kind::kReplicate || op_->newer_than >= 0 || op_->cancel) return;
+  if (phase_ == Phase::kReceiving) return;
+  op_->cancel = true;
+  if (op_->stage == Stage::kWaitRegistry) return finish(Code::kCanceled, "canceled");
+  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_});
+}
+
+// The request of the current operation, with the current member id.
+void MemberMachine::send_op_request() {
+  Op& op = *op_;
+  op.stage = Stage::kAsked;
+  switch (op.kind) {
+    case Kind::kOpen:
+      send(Purpose::kOp, sched::Open{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot});
+      break;
+    case Kind::kPublish:
+      send(Purpose::kOp, sched::Publish{0, 0, member_, op.spec, op.layout_hash, op.descriptor});
+      break;
+    case Kind::kReplicate:
+      if (phase_ == Phase::kReceiving) {
+        // Resuming a transfer at a registry that does not know it: ask for the same version.
+        op.stage = Stage::kRecovering;
+        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_});
+      } else {
+        send(Purpose::kOp, sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor});
+      }
+      break;
+    case Kind::kUnpublish:
+      send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+      break;
+    case Kind::kClose:
+      op.stage = Stage::kClosing;
+      send(Purpose::kOp, sched::Close{0, 0, member_});
+      break;
+  }
+}
+
+void MemberMachine::send(Purpose p, sched::Event ev) {
+  uint64_t req = next_req_++;
+  std::visit(
+      [req](auto& e) {
+        if constexpr (HasReq<std::decay_t<decltype(e)>>::value) e.req = req;
+      },
+      ev);
+  pending_[req] = p;
+  out_.emplace_back(SendRequest{req, std::move(ev)});
+}
+
+// ---- registry answers -------------------------------------------------------------------------
+
+void MemberMachine::on(const RegistryReply& e) {
+  auto it = pending_.find(e.req);
+  if (it == pending_.end()) return;  // a request of a registry that is gone, or a duplicate
+  Purpose p = it->second;
+  pending_.erase(it);
+  const sched::Reply& r = e.reply;
+  const bool ok = r.status == sched::Status::kOk;
+  switch (p) {
+    case Purpose::kOp:
+      if (op_) on_op_reply(r);
+      break;
+    case Purpose::kReopen:
+      open_pending_ = false;
+      if (!ok) {
+        // This registry will not take us: nothing more can be done through it.
+        if (phase_ == Phase::kHolding) out_.emplace_back(InvalidateHolding{});
+        if (phase_ == Phase::kHolding) phase_ = Phase::kIdle;
+        if (op_ && op_->stage == Stage::kWaitRegistry) finish(code_of(r.status), "re-opening at the new registry: " + r.detail);
+        return;
+      }
+      member_ = r.member;
+      if (needs_publish_) {
+        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
+      }
+      if (op_ && op_->stage == Stage::kWaitRegistry) {
+        op_->retried = true;
+        send_op_request();
+      }
+      break;
+    case Purpose::kRepublish:
+      if (ok) {
+        needs_publish_ = false;
+        counters_.republished++;
+      } else if (phase_ == Phase::kHolding) {
+        // The new registry refuses what we hold (another layout was published there first):
+        // we serve nothing now.
+        out_.emplace_back(InvalidateHolding{});
+        phase_ = Phase::kIdle;
+        needs_publish_ = false;
+      }
+      break;
+    case Purpose::kOffloadDone: {
+      // Refused: the registry no longer wants the copy (the version left the window).
+      auto v = offload_reqs_.find(e.req);
+      if (!ok && v != offload_reqs_.end() && host_.erase(v->second)) out_.emplace_back(DropHostCopy{v->second});
+      break;
+    }
+    case Purpose::kCleanup:
+      break;
+  }
+  offload_reqs_.erase(e.req);
+}
+
+void MemberMachine::on_op_reply(const sched::Reply& r) {
+  Op& op = *op_;
+  const bool ok = r.status == sched::Status::kOk;
+  switch (op.kind) {
+    case Kind::kOpen:
+      if (!ok) return finish(code_of(r.status), "open: " + r.detail);
+      member_ = r.member;
+      phase_ = Phase::kIdle;
+      return finish(Code::kSuccess);
+    case Kind::kPublish:
+      if (!ok) {
+        out_.emplace_back(InvalidateHolding{});  // prepared to serve, but nobody will be told
+        return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
+      }
+      phase_ = Phase::kHolding;
+      version_ = op.spec;
+      descriptor_ = op.descriptor;
+      layout_hash_ = op.layout_hash;
+      needs_publish_ = false;
+      return finish(Code::kSuccess);
+    case Kind::kReplicate:
+      switch (op.stage) {
+        case Stage::kAsked:
+          if (r.status == sched::Status::kNotUpdated) return finish(Code::kNotUpdated);
+          if (!ok) return finish(code_of(r.status), "replicate: " + r.detail);
+          return on_grant(r);
+        case Stage::kRecovering:
+          if (!ok) {
+            Code c = r.status == sched::Status::kVersionLost ? Code::kVersionLost : Code::kTransport;
+            return give_up(c, op.detail + "; no other source: " + r.detail);
+          }
+          if (r.version != version_) return give_up(Code::kInternal, "the registry granted another version");
+          return on_grant(r);
+        case Stage::kDoneSent:
+          if (!ok) {
+            // The data is whole, but the registry does not count us as a holder (a reader
+            // reported us failed meanwhile): we serve nothing.
+            out_.emplace_back(InvalidateHolding{});
+            phase_ = Phase::kIdle;
+            return finish(code_of(r.status), "transfer done: " + r.detail);
+          }
+          return finish(Code::kSuccess);
+        case Stage::kGivingUp:
+          return finish(op.error, op.detail);
+        default:
+          return;
+      }
+    case Kind::kUnpublish:
+      if (!ok) return finish(code_of(r.status), "unpublish: " + r.detail);
+      out_.emplace_back(InvalidateHolding{});  // before we answer: the user may overwrite then
+      phase_ = Phase::kIdle;
+      version_ = -1;
+      return finish(Code::kSuccess);
+    case Kind::kClose:
+      if (op.stage == Stage::kAsked) {  // its unpublish
+        out_.emplace_back(InvalidateHolding{});
+        phase_ = Phase::kIdle;
+        version_ = -1;
+        op.stage = Stage::kClosing;
+        send(Purpose::kOp, sched::Close{0, 0, member_});
+        return;
+      }
+      phase_ = Phase::kClosed;
+      host_.clear();
+      out_.emplace_back(DropHostCopy{-1});
+      return finish(Code::kSuccess);
+  }
+}
+
+// A grant: from here on our buffers are overwritten. Readers of our previous fill that the
+// registry forgot see the counter change before any byte does.
+void MemberMachine::on_grant(const sched::Reply& r) {
+  Op& op = *op_;
+  if (op.cancel && op.stage == Stage::kAsked && phase_ != Phase::kHolding) {
+    // Canceled before anything changed: give the grant back.
+    phase_ = Phase::kReceiving;
+    version_ = r.version;
+    lease_ = r.lease;
+    return give_up(Code::kCanceled, "canceled");
+  }
+  if (op.stage == Stage::kAsked) {
+    out_.emplace_back(InvalidateHolding{});
+    out_.emplace_back(BeginFill{op.fill});
+    have_ = 0;
+    descriptor_ = op.descriptor;
+    layout_hash_ = op.layout_hash;
+  }
+  phase_ = Phase::kReceiving;
+  version_ = r.version;
+  lease_ = r.lease;
+  grant_generation_ = generation_;
+  needs_publish_ = false;
+  op.stage = Stage::kTransfer;
+  if (r.source_partial) counters_.partial_sources++;
+  out_.emplace_back(BeginTransfer{++transfer_, r.source_descriptor, r.source_partial, version_, have_, op.fill});
+}
+
+void MemberMachine::give_up(Code code, const std::string& detail) {
+  Op& op = *op_;
+  // Nobody takes what our counter showed; the registry forgets our partial holding (and
+  // drains readers chained on it) before the error is answered.
+  out_.emplace_back(InvalidateHolding{});
+  bool receiving = phase_ == Phase::kReceiving;
+  phase_ = Phase::kIdle;
+  version_ = -1;
+  if (receiving && up_ && member_ != 0) {
+    op.stage = Stage::kGivingUp;
+    op.error = code;
+    op.detail = detail;
+    send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+    return;
+  }
+  finish(code, detail);
+}
+
+void MemberMachine::on(const RegistryNoReply& e) {
+  auto it = pending_.find(e.req);
+  if (it == pending_.end()) return;
+  Purpose p = it->second;
+  pending_.erase(it);
+  offload_reqs_.erase(e.req);
+  if (p == Purpose::kReopen) open_pending_ = false;
+  if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail);
+}
+
+// The current operation's request got no answer.
+void MemberMachine::lost_op_request(Code code, const std::string& detail) {
+  Op& op = *op_;
+  switch (op.stage) {
+    case Stage::kDoneSent:
+      if (code == Code::kRegistry) {
+        // The data is whole and checked; only the registry is gone: the next one learns it.
+        phase_ = Phase::kHolding;
+        needs_publish_ = true;
+        return finish(Code::kSuccess);
+      }
+      return finish(code, "transfer done: " + detail);
+    case Stage::kGivingUp:
+      return finish(op.error, op.detail);
+    case Stage::kClosing:
+      phase_ = Phase::kClosed;
+      host_.clear();
+      out_.emplace_back(DropHostCopy{-1});
+      return finish(Code::kSuccess);
+    case Stage::kRecovering:
+      if (code == Code::kRegistry && !op.retried) {
+        return wait_registry();  // ask the next registry for the same version
+      }
+      return give_up(code, op.detail + "; " + detail);
+    default:
+      break;
+  }
+  if (op.kind == Kind::kClose) {  // its unpublish: a registry that is gone forgets us anyway
+    out_.emplace_back(InvalidateHolding{});
+    phase_ = Phase::kClosed;
+    host_.clear();
+    out_.emplace_back(DropHostCopy{-1});
+    return finish(Code::kSuccess);
+  }
+  if (code == Code::kRegistry && !op.retried) {
+    return wait_registry();  // asked again once another registry answers
+  }
+  finish(code, detail);
+}
+
+void MemberMachine::on(const RegistryLost&) { up_ = false; }
+
+void MemberMachine::on(const RegistryBack& e) {
+  up_ = true;
+  gone_ = false;
+  if (e.generation == generation_ && member_ != 0) return;
+  generation_ = e.generation;
+  member_ = 0;
+  if (phase_ == Phase::kNew || phase_ == Phase::kClosed) {
+    if (op_ && op_->kind == Kind::kOpen && op_->stage == Stage::kWaitRegistry) {
+      op_->retried = true;
+      send_op_request();
+    }
+    return;
+  }
+  reopen();
+}
+
+// A new registry knows nothing of us: open again, publish again what we hold; our
+// retention copies are not known there either.
+void MemberMachine::reopen() {
+  if (!host_.empty()) {
+    host_.clear();
+    out_.emplace_back(DropHostCopy{-1});
+  }
+  if (phase_ == Phase::kHolding) needs_publish_ = true;
+  open_pending_ = true;
+  send(Purpose::kReopen, sched::Open{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot});
+}
+
+// The operation waits for a registry to answer again; when every registry is known gone it
+// fails now instead (a receiving replica first gives up what it half holds).
+void MemberMachine::wait_registry() {
+  if (!gone_) {
+    op_->stage = Stage::kWaitRegistry;
+    return;
+  }
+  if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) {
+    return give_up(Code::kRegistry, "no registry: " + gone_detail_);
+  }
+  finish(Code::kRegistry, "no registry could be reached: " + gone_detail_);
+}
+
+void MemberMachine::on(const RegistryGone& e) {
+  up_ = false;
+  gone_ = true;
+  gone_detail_ = e.detail;
+  if (op_ && op_->stage == Stage::kWaitRegistry) {
+    if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) {
+      return give_up(Code::kRegistry, "no registry: " + e.detail);
+    }
+    finish(Code::kRegistry, "no registry could be reached: " + e.detail);
+  }
+}
+
+// ---- transfers --------------------------------------------------------------------------------
+
+void MemberMachine::on(const TransferEnded& e) {
+  if (!op_ || op_->stage != Stage::kTransfer || e.transfer != transfer_) return;
+  Op& op = *op_;
+  have_ = e.held;
+  if (e.code == Code::kSuccess) {
+    counters_.replications++;
+    phase_ = Phase::kHolding;
+    // Every byte was checked against the source's counter: it is this version whatever
+    // became of the registry that granted it.
+    if (grant_generation_ != generation_ || !up_ || member_ == 0) {
+      needs_publish_ = true;
+      if (up_ && member_ != 0 && !open_pending_) {
+        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
+      }
+      return finish(Code::kSuccess);
+    }
+    op.stage = Stage::kDoneSent;
+    send(Purpose::kOp, sched::TransferDone{0, 0, member_, lease_});
+    return;
+  }
+  if (!e.source_failed) return give_up(e.code, "replicate of version " + std::to_string(version_) + ": " + e.error);
+  // The source failed (or changed under us): report how far we got and resume elsewhere.
+  counters_.source_failures++;
+  op.detail = "replicate of version " + std::to_string(version_) + ": " + e.error;
+  if (op.cancel) return give_up(Code::kCanceled, "canceled");
+  if (!up_ || member_ == 0) {
+    return wait_registry();  // the next registry is asked for the same version
+  }
+  op.stage = Stage::kRecovering;
+  if (grant_generation_ != generation_) {
+    // The registry that granted us is gone, and with it our lease.
+    send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_});
+  } else {
+    send(Purpose::kOp, sched::SourceFailed{0, 0, member_, lease_, have_});
+  }
+}
+
+// ---- retention ----------------------------------------------------------------------------------
+
+void MemberMachine::on(const OffloadOrdered& e) {
+  // Comes while our unpublish (or update) waits: the buffers still hold the version.
+  if (e.member != member_ || member_ == 0 || phase_ != Phase::kHolding || e.version != version_) return;
+  out_.emplace_back(MakeHostCopy{e.version});
+}
+
+void MemberMachine::on(const HostCopyMade& e) {
+  if (!e.ok) return;  // the registry keeps waiting; the unpublish completes once readers are gone
+  if (!up_ || member_ == 0) {
+    out_.emplace_back(DropHostCopy{e.version});
+    return;
+  }
+  host_.insert(e.version);
+  counters_.offloads++;
+  uint64_t req = next_req_;
+  send(Purpose::kOffloadDone, sched::OffloadDone{0, 0, member_, e.version, e.descriptor});
+  offload_reqs_[req] = e.version;
+}
+
+void MemberMachine::on(const DiscardOrdered& e) {
+  if (e.member != member_ || !host_.erase(e.version)) return;
+  out_.emplace_back(DropHostCopy{e.version});
+}
+
+}  // namespace thub::client

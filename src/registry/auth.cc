@@ -32,6 +32,12 @@ std::string registry_proof(std::string_view token, const Transcript& t) {
   return proof(token, "TensorHub control plane v2: registry proof", t);
 }
 
+std::string token_from(const std::string& token, const std::string& file) {
+  if (file.empty()) return token;
+  if (!token.empty()) throw Error(Code::kArg, "give auth_token or auth_token_file, not both");
+  return read_token_file(file);
+}
+
 std::string read_token_file(const std::string& path) {
   auto refuse = [&](const std::string& why) { return Error(Code::kArg, "auth token file '" + path + "': " + why); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);

@@ -28,6 +28,9 @@ struct Transcript {  // copies, not views: a transcript built from temporaries s
 std::string client_proof(std::string_view token, const Transcript& t);
 std::string registry_proof(std::string_view token, const Transcript& t);
 
+// The token from the info keys auth_token and auth_token_file (either, not both: Error(kArg)).
+std::string token_from(const std::string& token, const std::string& file);
+
 // The token kept in `path`: refused (Error(kArg), saying why) if it is not a regular file,
 // if group or others may read or write it (as ssh refuses a private key: chmod 600), if it is
 // empty or larger than kMaxTokenFileBytes. One trailing newline ("\n" or "\r\n") is stripped.

@@ -59,7 +59,7 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   if (opts.max_output_bytes < opts.output_pause_bytes) {
     throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
   }
-  HostPort hp = parse_host_port(opts.listen);
+  HostPort hp = parse_host_port(opts.listen.empty() ? advertised_host("") + ":0" : opts.listen);
   uint16_t port = 0;
   impl_->listener = listen_tcp(hp, &port);
   fcntl(impl_->listener.get(), F_SETFL, fcntl(impl_->listener.get(), F_GETFL) | O_NONBLOCK);

@@ -13,10 +13,16 @@
 
 #include "sched/types.h"
 
+namespace thub {
+class InfoMap;
+}
+
 namespace thub::registry {
 
 struct ServerOptions {
-  std::string listen = "127.0.0.1:0";  // host:port; port 0 = ephemeral; 0.0.0.0 or * for all interfaces
+  // host:port (port 0: ephemeral; 0.0.0.0 or * for every interface); "": the one address the
+  // registry advertises (advertised_host: the first non-loopback IPv4 interface), port 0.
+  std::string listen;
   std::string auth_token;             // when set, clients must prove they know it (CHALLENGE, AUTH)
   sched::Config sched;
   int tick_ms = 100;                 // how often deadlines are checked
@@ -41,6 +47,11 @@ struct ServerOptions {
   // accept() failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
   // pauses accepting for this long instead of retrying at once.
   int accept_pause_ms = 100;
+
+  // The registry's info keys (registry scope in src/common/info_keys.h: THUB_Init's for the
+  // embedded registry, tensorhub-registry's flags); the rest keep the defaults above, which
+  // match the table's (tests/registry/server_options_test.cc). Throws Error(kArg).
+  static ServerOptions from_info(const InfoMap& info);
 };
 
 // What the registry holds for its peers now (and at most, since it started).

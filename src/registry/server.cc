@@ -225,12 +225,15 @@ bool Server::Impl::wants_input(const Conn& c) const {
 
 void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
   if (c.failed || c.gone) return;
-  if (revents & POLLOUT) flush(c);
+  bool sent = (revents & POLLOUT) && flush(c);
   if (c.gone) return;
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && wants_input(c)) read_some(c);
   if (c.gone) return;
   handle_frames(id, c);
-  if (!c.out.empty()) flush(c);  // most replies go out now, without waiting a turn
+  if (!c.out.empty()) sent = flush(c) || sent;  // most replies go out now, without waiting a turn
+  // A client we stopped reading (its replies are unread) cannot be heard: its heartbeats wait
+  // in our socket. That it takes our bytes is its sign of life until we read again.
+  if (sent && c.phase == Phase::kReady && !c.gone && paused(c)) apply(sched::Heartbeat{id});
   check_deadlines(id, c);
   // While we hold its input back (frames waiting, replies unread, closing), a partial frame
   // is our doing, not the peer's: its clock starts when we read again.
@@ -261,27 +264,36 @@ void Server::Impl::read_some(Conn& c) {
   }
 }
 
-void Server::Impl::flush(Conn& c) {
+bool Server::Impl::flush(Conn& c) {
+  bool sent = false;
   while (!c.out.empty()) {
     std::string_view v = c.out.view();
     ssize_t k = ::send(c.fd.get(), v.data(), v.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
       c.out.consume(static_cast<size_t>(k));
       c.out_progress_ms = now_ms;
+      sent = true;
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return sent;
     c.gone = true;
-    return;
+    return sent;
   }
+  return sent;
 }
 
 void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
   c.more = false;
-  for (int n = 0; !c.closing && !c.failed && !paused(c); ++n) {
+  for (int n = 0; !c.closing && !c.failed; ++n) {
     std::string_view v = c.in.view();
     if (v.size() < kHeaderBytes) return;
+    if (paused(c)) {
+      // Frames already read wait for the replies to drain; then they are handled at once,
+      // not when the socket next has input (there may be none: they were read already).
+      c.more = true;
+      return;
+    }
     FrameHeader h;
     try {
       h = decode_header(v.substr(0, kHeaderBytes));
@@ -342,6 +354,7 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       if (!payload.empty()) {  // an empty message, checked like every other: nothing trails
         throw CodecError(std::to_string(payload.size()) + " trailing bytes (DESCRIBE has no payload)");
       }
+      apply(sched::Heartbeat{id});  // any frame is a sign of life
       sched::Reply r{};
       r.client = id;
       r.req = h.req;

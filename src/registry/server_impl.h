@@ -74,7 +74,7 @@ struct Server::Impl {
   [[nodiscard]] bool paused(const Conn& c) const { return c.out.size() > opts.output_pause_bytes; }
   [[nodiscard]] bool wants_input(const Conn& c) const;
   void read_some(Conn& c);
-  void flush(Conn& c);
+  bool flush(Conn& c);  // true when bytes went out
   void handle_frames(sched::ClientId id, Conn& c);
   void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
   void on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);

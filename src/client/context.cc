@@ -22,7 +22,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.datacenter = info.get<info_key("datacenter")>();
   if (c.datacenter.empty()) throw Error(Code::kArg, "info key 'datacenter' must not be empty");
   c.auth_token = registry::token_from(info.get<info_key("auth_token")>(), info.get<info_key("auth_token_file")>());
-  (void)info.get<info_key("auth_mutual")>();  // checked here, read by the Context
+  c.auth_mutual = info.get<info_key("auth_mutual")>();
   c.verify = info.get<info_key("verify")>();
   c.chunk_size = info.get<info_key("chunk_size")>();
   c.pipeline_chunk_size = info.get<info_key("pipeline_chunk_size")>();
@@ -49,6 +49,20 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   // registry is given and none is started.
   c.embedded_registry = std::make_shared<const registry::ServerOptions>(registry::ServerOptions::from_info(info));
   return c;
+}
+
+registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::string> addresses) const {
+  registry::ConnectionOptions co;
+  co.addresses = std::move(addresses);
+  co.auth_token = auth_token;
+  co.auth_mutual = auth_mutual;
+  co.datacenter = datacenter;
+  co.heartbeat_ms = heartbeat_ms;
+  co.reconnect_ms = reconnect_ms;
+  co.registry_timeout_ms = registry_timeout_ms;
+  co.connect_timeout_ms = registry_connect_timeout_ms;
+  co.request_timeout_ms = registry_request_timeout_ms;
+  return co;
 }
 
 Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
@@ -78,16 +92,7 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   }
   worker_ = transport::Worker::create(wo);
 
-  registry::ConnectionOptions co;
-  co.addresses = addresses;
-  co.auth_token = cfg_.auth_token;
-  co.auth_mutual = info.get<info_key("auth_mutual")>();
-  co.datacenter = cfg_.datacenter;
-  co.heartbeat_ms = cfg_.heartbeat_ms;
-  co.reconnect_ms = cfg_.reconnect_ms;
-  co.registry_timeout_ms = cfg_.registry_timeout_ms;
-  co.connect_timeout_ms = cfg_.registry_connect_timeout_ms;
-  co.request_timeout_ms = cfg_.registry_request_timeout_ms;
+  registry::ConnectionOptions co = cfg_.connection_options(addresses);
   engine_ = std::make_unique<Executor>("engine");
   copier_ = std::make_unique<Executor>("copy engine");
   conn_ = std::make_unique<registry::Connection>(co);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "src/client/executor.h"
 #include "src/client/member_machine.h"
@@ -21,6 +22,7 @@ class Worker;
 }
 namespace thub::registry {
 class Connection;
+struct ConnectionOptions;
 class Server;
 struct ServerOptions;
 }
@@ -32,7 +34,8 @@ namespace thub::client {
 struct ContextConfig {
   std::string registry;  // "" = embedded
   std::string datacenter;
-  std::string auth_token;
+  std::string auth_token;  // from auth_token or auth_token_file
+  bool auth_mutual = true;
   bool verify = false;
   uint64_t chunk_size = 0;
   uint64_t pipeline_chunk_size = 0;  // chunk when the source is partial (a chain hop)
@@ -58,6 +61,9 @@ struct ContextConfig {
   std::shared_ptr<const registry::ServerOptions> embedded_registry;
 
   static ContextConfig from_info(const InfoMap& info);  // throws Error(kArg)
+  // How this context (or a tool speaking for it: tensorhub-info) connects to `addresses`:
+  // authentication, deadlines, heartbeats.
+  [[nodiscard]] registry::ConnectionOptions connection_options(std::vector<std::string> addresses) const;
 };
 
 class Context {

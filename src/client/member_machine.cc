@@ -65,6 +65,7 @@ void MemberMachine::finish(Code code, std::string detail) {
 void MemberMachine::on(const OpOpen& e) {
   if (!start(e.op, Kind::kOpen)) return;
   if (phase_ != Phase::kNew) return finish(Code::kState, "already open");
+  generation_ = std::max(generation_, e.generation);  // a RegistryBack may have come first
   if (!up_) return wait_registry();
   send_op_request();
 }
@@ -196,7 +197,7 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
       },
       ev);
   pending_[req] = Pending{p, generation_};
-  out_.emplace_back(SendRequest{req, std::move(ev)});
+  out_.emplace_back(SendRequest{req, std::move(ev), generation_});
 }
 
 // ---- registry answers -------------------------------------------------------------------------

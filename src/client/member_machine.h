@@ -33,7 +33,9 @@ struct MemberIdentity {
 
 // ---- events (in) ------------------------------------------------------------------------
 
-struct OpOpen { uint64_t op; };
+// `generation`: the registry connection's generation when the open is made (requests carry
+// it, so that none with this registry's member id reaches a later one).
+struct OpOpen { uint64_t op; uint64_t generation = 0; };
 struct OpPublish { uint64_t op; int64_t version; };
 // THUB_Replicate (update=false) or THUB_Update (update=true).
 struct OpReplicate { uint64_t op; int64_t spec; bool update; };
@@ -73,7 +75,9 @@ using MachineEvent = std::variant<OpOpen, OpPublish, OpReplicate, Prepared, Prep
 // ---- actions (out) ----------------------------------------------------------------------
 
 // A registry request (the client id in it is left 0: the connection's).
-struct SendRequest { uint64_t req; sched::Event event; };
+// `generation`: the registry (connection generation) it is meant for; the connection refuses
+// it (RegistryNoReply kRegistry) when another registry answers by the time it would go out.
+struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; };
 // Publish: make the buffers ready to serve `version` (a new fill: counter, packing and
 // checksums behind), then answer Prepared (or PrepareFailed).
 struct PrepareHolding { uint64_t op; int64_t version; };

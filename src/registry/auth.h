@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
+#include "src/registry/protocol.h"  // kNonceBytes, kProofBytes
+
 namespace thub::registry {
 
-constexpr size_t kNonceBytes = 32;
-constexpr size_t kProofBytes = 32;
 // A token file larger than this is not a token (and is not read whole).
 constexpr size_t kMaxTokenFileBytes = 64u << 10;
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 #include "src/common/codec.h"
 
@@ -27,6 +28,10 @@ constexpr uint32_t kMaxPayload = 64u << 20;
 // status -1 and a message; its connection stays open.
 constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's datacenter
 constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before authentication, no frame may announce more
+// The handshake's secrets-free values (src/registry/auth.h): each side's fresh nonce, each
+// side's HMAC-SHA256 proof. A HELLO, CHALLENGE, AUTH or AUTH_OK of another size is malformed.
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kProofBytes = 32;
 constexpr size_t kMaxDetailBytes = 64u << 10;     // a reply's detail text (longer is truncated)
 constexpr size_t kMaxDescribeBytes = 4u << 20;    // DESCRIBE's text (longer is truncated)
 constexpr size_t kReplyFixedBytes = 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1;  // a REPLY less its two texts
@@ -34,6 +39,8 @@ constexpr size_t kMaxDescriptorBytes = kMaxPayload - (1u << 20);    // 63 MiB
 static_assert(kMaxDescriptorBytes + kMaxDetailBytes + kReplyFixedBytes <= kMaxPayload,
               "a grant carrying the largest descriptor must fit one frame");
 static_assert(kMaxDescribeBytes + kReplyFixedBytes <= kMaxPayload, "DESCRIBE's reply must fit one frame");
+constexpr size_t kMaxSnapshotBytes = 4u << 20;    // INFO's answer (beyond: cut, marked truncated)
+static_assert(kMaxSnapshotBytes <= kMaxPayload, "INFO's answer must fit one frame");
 
 enum class MsgType : uint16_t {
   kHello = 1,         // client nonce, datacenter
@@ -48,12 +55,14 @@ enum class MsgType : uint16_t {
   kOffloadDone = 10,
   kDescribe = 11,     // reply detail: the registry's state as text
   kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
-  kAuth = 13,         // the client's proof, answering CHALLENGE
+  kInfo = 13,         // read-only: the registry's state as values, answered by SNAPSHOT
+  kAuth = 14,         // the client's proof, answering CHALLENGE
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed
   kChallenge = 103,   // registry -> client: its nonce; answers HELLO when it has a token
   kAuthOk = 104,      // registry -> client: its own proof; answers a correct AUTH
+  kSnapshot = 105,    // registry -> client: the answer to INFO
 };
 
 // A request that decodes but asks the registry to store more than the limits above: refused
@@ -77,14 +86,19 @@ std::string encode_frame(MsgType type, uint64_t req, std::string_view payload);
 FrameHeader decode_header(std::string_view bytes);
 
 struct Hello {
-  std::string nonce;  // kNonceBytes (src/registry/auth.h), fresh per connection
+  std::string nonce;  // kNonceBytes, fresh per connection
   std::string datacenter;
 };
 std::string encode_hello(const Hello& h);
 Hello decode_hello(std::string_view payload);
-// CHALLENGE (a nonce), AUTH and AUTH_OK (a proof): one string of exactly `size` bytes.
-std::string encode_secret_field(std::string_view bytes);
-std::string decode_secret_field(std::string_view payload, size_t size, const char* what);
+// CHALLENGE: the registry's nonce (kNonceBytes). AUTH (the client's) and AUTH_OK (the
+// registry's): a proof of kProofBytes. Another size is a CodecError.
+std::string encode_challenge(std::string_view nonce);
+std::string decode_challenge(std::string_view payload);
+std::string encode_auth(std::string_view proof);
+std::string decode_auth(std::string_view payload);
+std::string encode_auth_ok(std::string_view proof);
+std::string decode_auth_ok(std::string_view payload);
 
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).
@@ -102,7 +116,24 @@ sched::Reply decode_reply(std::string_view payload);
 std::string encode_order(sched::MemberId member, sched::Version version);
 void decode_order(std::string_view payload, sched::MemberId* member, sched::Version* version);
 
+// INFO: u32 max_entries, the most models, holders and transfers each to list (0: the
+// registry's own caps).
+std::string encode_info_request(uint32_t max_entries);
+uint32_t decode_info_request(std::string_view payload);
+// SNAPSHOT: at most `max_bytes` of payload. The room goes to the models first, then the
+// transfers, then the holders; what does not fit is left out (holders of a model left out go
+// with it) and the snapshot is marked truncated.
+std::string encode_snapshot(const sched::Snapshot& s, size_t max_bytes = kMaxSnapshotBytes);
+// Checks every count, index and enum against the payload; throws CodecError.
+sched::Snapshot decode_snapshot(std::string_view payload);
+
 MsgType type_of(const sched::Event& ev);
-const char* type_name(MsgType t);
+const char* type_name(MsgType t);  // "UNKNOWN" for a number no message has
+// A request the registry may answer much later (REPLICATE, SOURCE_FAILED, UNPUBLISH: drains
+// and busy sources last as long as transfers).
+bool may_defer(MsgType t);
+// The frame that answers a request when it succeeds (REPLY; HEARTBEAT's is a HEARTBEAT, INFO's
+// a SNAPSHOT); a refusal is always a REPLY.
+MsgType answer_to(MsgType t);
 
 }  // namespace thub::registry

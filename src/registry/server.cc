@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -56,6 +57,9 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   positive(static_cast<long long>(opts.read_bytes_per_turn), "read_bytes_per_turn");
   positive(opts.accept_pause_ms, "accept_pause_ms");
   positive(opts.tick_ms, "tick_ms");
+  if (opts.max_snapshot_bytes < 1024 || opts.max_snapshot_bytes > kMaxPayload) {
+    throw Error(Code::kArg, "registry option max_snapshot_bytes must be between 1 KiB and 64 MiB");
+  }
   if (opts.max_output_bytes < opts.output_pause_bytes) {
     throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
   }
@@ -362,6 +366,20 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       send_reply(r, kMaxDescribeBytes);
       return;
     }
+    if (h.type == MsgType::kInfo) {
+      // Read-only: a query of the state machine, not an event.
+      uint32_t n = decode_info_request(payload);
+      sched::SnapshotLimits lim;
+      if (n > 0) {
+        lim.max_models = std::min(lim.max_models, n);
+        lim.max_holders = std::min(lim.max_holders, n);
+        lim.max_transfers = std::min(lim.max_transfers, n);
+      }
+      sched::Snapshot snap = reg.snapshot(lim);
+      queue(id, "a snapshot",
+            [&] { return encode_frame(MsgType::kSnapshot, h.req, encode_snapshot(snap, opts.max_snapshot_bytes)); });
+      return;
+    }
     apply(decode_event(h.type, h.req, id, payload));
     if (h.type == MsgType::kHeartbeat) {
       // Answered, so that a client can tell a live registry from a stopped one whose kernel
@@ -398,7 +416,7 @@ void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, s
   c.client_nonce = std::move(hello.nonce);
   c.registry_nonce = random_bytes(kNonceBytes);  // getrandom: fresh for every connection
   c.phase = Phase::kChallenged;
-  queue(id, "a challenge", [&] { return encode_frame(MsgType::kChallenge, h.req, encode_secret_field(c.registry_nonce)); });
+  queue(id, "a challenge", [&] { return encode_frame(MsgType::kChallenge, h.req, encode_challenge(c.registry_nonce)); });
 }
 
 // AUTH: the client's HMAC over both nonces, compared in constant time. A wrong one is
@@ -407,7 +425,7 @@ void Server::Impl::on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, st
   if (c.phase != Phase::kChallenged) {
     return reject(id, c, h.req, sched::Status::kState, "frame", "AUTH without a CHALLENGE to answer");
   }
-  std::string proof = decode_secret_field(payload, kProofBytes, "AUTH's proof");
+  std::string proof = decode_auth(payload);
   Transcript t{c.client_nonce, c.registry_nonce, c.datacenter};
   if (!constant_time_equal(proof, client_proof(opts.auth_token, t))) {
     return reject(id, c, h.req, sched::Status::kAuth, "auth",
@@ -417,7 +435,7 @@ void Server::Impl::on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, st
   std::string ours = registry_proof(opts.auth_token, t);
   c.client_nonce.clear();
   c.registry_nonce.clear();
-  queue(id, "AUTH_OK", [&] { return encode_frame(MsgType::kAuthOk, h.req, encode_secret_field(ours)); });
+  queue(id, "AUTH_OK", [&] { return encode_frame(MsgType::kAuthOk, h.req, encode_auth_ok(ours)); });
   admit(id, c);
 }
 

@@ -1,4 +1,5 @@
-// DecoderFuzzer: every decoder of the control plane, on mutated valid messages. Invariants:
+// DecoderFuzzer: every decoder of the control plane (the frame header and every entry of the
+// schema in src/registry/protocol.cc, and the client's descriptor), on mutated valid messages. Invariants:
 // a decoder either refuses (CodecError; the descriptor's Error(kTransport)) or returns a value
 // that the encoder turns back into exactly the input (nothing ignored, nothing invented); it
 // never throws anything else, never reads out of bounds (ASan), and never allocates more than
@@ -80,11 +81,11 @@ sched::Reply random_reply(Rng& rng) {
 // The bytes of one input for `target`, and a second message to splice from.
 struct Case {
   int target;
-  MsgType type = MsgType::kHeartbeat;  // decode_event's type
+  MsgType type = MsgType::kHeartbeat;  // decode_event's type; for kSecret, which of the three
   std::string bytes;
 };
 
-enum Target { kHeader, kEvent, kHello, kSecret, kReply, kOrder, kDescriptor, kTargets };
+enum Target { kHeader, kEvent, kHello, kSecret, kReply, kOrder, kDescriptor, kInfo, kSnapshot, kTargets };
 
 Message seed_for(int target, Rng& rng, MsgType* type) {
   switch (target) {
@@ -94,7 +95,13 @@ Message seed_for(int target, Rng& rng, MsgType* type) {
       return request(ev);
     }
     case kHello: return hello(std::string(registry::kNonceBytes, static_cast<char>(rng())), random_text(rng, 10));
-    case kSecret: return secret_field(std::string(registry::kProofBytes, static_cast<char>(rng())));
+    case kSecret: {  // CHALLENGE, AUTH or AUTH_OK: 32 bytes each
+      static const MsgType kSecrets[] = {MsgType::kChallenge, MsgType::kAuth, MsgType::kAuthOk};
+      *type = kSecrets[pick(rng, std::size(kSecrets))];
+      return secret_field(seeded_bytes(rng, registry::kProofBytes));
+    }
+    case kInfo: return info(static_cast<uint32_t>(chance(rng, 2) ? pick(rng, 100) : rng()));
+    case kSnapshot: return snapshot(random_snapshot(rng));
     case kReply: return reply(random_reply(rng));
     case kOrder: return order(pick(rng, 100), small_version(rng));
     case kDescriptor: return descriptor(rng);
@@ -158,9 +165,31 @@ std::string check(const Case& c, bool* refused) {
         return "";
       }
       case kSecret: {
-        std::string s = registry::decode_secret_field(c.bytes, registry::kProofBytes, "proof");
-        if (s.size() != registry::kProofBytes) return "decode_secret_field accepted another size";
-        if (registry::encode_secret_field(s) != c.bytes) return "decode_secret_field ignored bytes";
+        std::string s, again;
+        if (c.type == MsgType::kChallenge) again = registry::encode_challenge(s = registry::decode_challenge(c.bytes));
+        else if (c.type == MsgType::kAuth) again = registry::encode_auth(s = registry::decode_auth(c.bytes));
+        else again = registry::encode_auth_ok(s = registry::decode_auth_ok(c.bytes));
+        if (s.size() != registry::kProofBytes) return "a handshake decoder accepted another size";
+        if (again != c.bytes) return "a handshake decoder ignored bytes";
+        return "";
+      }
+      case kInfo: {
+        uint32_t n = registry::decode_info_request(c.bytes);
+        if (registry::encode_info_request(n) != c.bytes) return "decode_info_request ignored bytes";
+        return "";
+      }
+      case kSnapshot: {
+        sched::Snapshot s = registry::decode_snapshot(c.bytes);
+        for (const sched::HolderView& h : s.holders) {
+          if (h.model >= s.models.size()) return "decode_snapshot accepted a holder of no model";
+        }
+        for (const sched::TransferView& t : s.transfers) {
+          if (t.model >= s.models.size() && t.model != sched::TransferView::kNoModel) {
+            return "decode_snapshot accepted a transfer of no model";
+          }
+        }
+        std::string again = registry::encode_snapshot(s, registry::kMaxPayload);
+        if (again != c.bytes) return "decode_snapshot accepted a non-canonical or partly ignored payload" + differs(again, c.bytes);
         return "";
       }
       case kReply: {
@@ -205,7 +234,8 @@ std::string check(const Case& c, bool* refused) {
 }
 
 const char* target_name(int t) {
-  static const char* kNames[] = {"header", "event", "hello", "auth-field", "reply", "order", "descriptor"};
+  static const char* kNames[] = {"header", "event",      "hello", "auth-field", "reply",
+                                 "order",  "descriptor", "info",  "snapshot"};
   return t >= 0 && t < kTargets ? kNames[t] : "?";
 }
 
@@ -232,7 +262,7 @@ void DecoderFuzzer::run(uint64_t inputs, Outcome* out) {
     if (!why.empty()) {
       std::ostringstream os;
       os << "decoder " << target_name(c.target);
-      if (c.target == kEvent) os << " (type " << static_cast<int>(c.type) << ")";
+      if (c.target == kEvent || c.target == kSecret) os << " (type " << static_cast<int>(c.type) << ")";
       os << ", seed " << seed_ << " input " << i << ": " << why << "; input " << hex_prefix(c.bytes);
       out->finding(os.str());
     }

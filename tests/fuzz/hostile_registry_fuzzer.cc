@@ -87,7 +87,7 @@ std::string reads_as(const std::string& bytes, MsgType type) {
   std::string p;
   if (!first_frame(bytes, &h, &p) || h.type != type) return "";
   try {
-    return registry::decode_secret_field(p, 32, "field");
+    return type == MsgType::kChallenge ? registry::decode_challenge(p) : registry::decode_auth_ok(p);
   } catch (const CodecError&) {
     return "";
   }
@@ -154,8 +154,14 @@ void stand_in(int listener, Rng r, Script* s) {
     }
   }
   if (chance(r, 20) && out.size() > 1) out.resize(pick(r, out.size()));  // cut short
-  // Then whatever a broken registry sends: orders, replies, mutated.
+  // Then whatever a broken registry sends: orders, replies, snapshots, mutated.
   for (int i = 0, n = static_cast<int>(pick(r, 6)); i < n; ++i) {
+    if (chance(r, 4)) {  // a SNAPSHOT, answering the client's INFO or not
+      Message m = snapshot(random_snapshot(r));
+      out += chance(r, 3) ? frame(MsgType::kSnapshot, pick(r, 4), mutate(m, m, r))
+                          : frame(MsgType::kSnapshot, pick(r, 4), serialize(m));
+      continue;
+    }
     Message m = chance(r, 2) ? order(pick(r, 5), static_cast<int64_t>(pick(r, 3))) : reply(sched::Reply{});
     MsgType t = m.shape == Shape::kOrder ? (chance(r, 2) ? MsgType::kOffload : MsgType::kDiscard) : MsgType::kReply;
     out += chance(r, 3) ? frame(t, pick(r, 4), mutate(m, m, r)) : frame(t, pick(r, 4), serialize(m));
@@ -195,7 +201,8 @@ void HostileRegistryFuzzer::run(uint64_t sessions, Outcome* out) {
       connected = true;
       c.on_order([](const registry::Order&) {});
       try {
-        (void)c.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}, 100);
+        if (chance(r, 3)) (void)c.snapshot(0, 100);
+        else (void)c.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}, 100);
       } catch (const Error&) {
       }
     } catch (const Error&) {

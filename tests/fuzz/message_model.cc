@@ -55,6 +55,7 @@ Message hello(const std::string& nonce, const std::string& datacenter) {
 }
 Message secret_field(const std::string& bytes) { return {Shape::kAuthField, {str(bytes)}}; }
 Message describe() { return {Shape::kDescribe, {}}; }
+Message info(uint32_t max_entries) { return {Shape::kInfo, {u32(max_entries)}}; }
 
 Message request(const sched::Event& ev) {
   return std::visit(
@@ -97,6 +98,96 @@ Message reply(const sched::Reply& r) {
 }
 
 Message order(uint64_t member, int64_t version) { return {Shape::kOrder, {u64(member), i64(version)}}; }
+
+Message snapshot(const sched::Snapshot& s) {
+  auto u32i = [](int v) { return u32(static_cast<uint32_t>(v)); };
+  Message m{Shape::kSnapshot,
+            {i64(s.now), u64(s.clients), u64(s.members), u64(s.leases), u64(s.waiting), u64(s.models_total),
+             u64(s.holders_total), u64(s.transfers_total), boolean(s.truncated)}};
+  auto& f = m.fields;
+  f.push_back(count(s.models.size()));
+  for (const sched::ModelView& x : s.models) {
+    f.insert(f.end(), {str(x.name), u32i(x.retain), u64(x.versions_published), i64(x.latest), count(x.retained.size())});
+    for (int64_t v : x.retained) f.push_back(i64(v));
+    f.push_back(u32(x.members));
+  }
+  f.push_back(count(s.holders.size()));
+  for (const sched::HolderView& h : s.holders) {
+    f.insert(f.end(), {u32(h.model), i64(h.version), u32i(h.shard), u32i(h.num_shards), str(h.replica), u64(h.member),
+                       u64(h.client), Field{Kind::kU8, static_cast<uint64_t>(h.state), {}, {}}, boolean(h.spot),
+                       u32i(h.load), u64(h.bytes_reported), i64(h.reported_at)});
+  }
+  f.push_back(count(s.transfers.size()));
+  for (const sched::TransferView& t : s.transfers) {
+    f.insert(f.end(), {u64(t.lease), u32(t.model), i64(t.version), u64(t.source), str(t.source_replica),
+                       u32i(t.source_shard), u64(t.reader), str(t.reader_replica), u32i(t.reader_shard),
+                       boolean(t.from_host_copy), boolean(t.source_partial), boolean(t.orphan), i64(t.granted_at),
+                       u64(t.bytes_reported), i64(t.reported_at)});
+  }
+  return m;
+}
+
+sched::Snapshot random_snapshot(Rng& rng) {
+  sched::Snapshot s;
+  s.now = static_cast<int64_t>(pick(rng, 1u << 30));
+  s.clients = pick(rng, 10);
+  s.members = pick(rng, 20);
+  s.leases = pick(rng, 5);
+  s.waiting = pick(rng, 5);
+  s.truncated = chance(rng, 4);
+  for (uint64_t i = pick(rng, 4); i > 0; --i) {
+    sched::ModelView m;
+    m.name = "model-" + std::to_string(pick(rng, 1000));
+    m.retain = static_cast<int>(pick(rng, 3));
+    m.versions_published = pick(rng, 100);
+    m.latest = static_cast<int64_t>(pick(rng, 100)) - 1;
+    for (uint64_t k = pick(rng, 3); k > 0; --k) m.retained.push_back(static_cast<int64_t>(pick(rng, 100)));
+    m.members = static_cast<uint32_t>(pick(rng, 8));
+    s.models.push_back(std::move(m));
+  }
+  for (uint32_t model = 0; model < s.models.size(); ++model) {
+    for (uint64_t k = pick(rng, 3); k > 0; --k) {
+      sched::HolderView h;
+      h.model = model;
+      h.version = static_cast<int64_t>(pick(rng, 100));
+      h.num_shards = 1 + static_cast<int>(pick(rng, 4));
+      h.shard = static_cast<int>(pick(rng, static_cast<uint64_t>(h.num_shards)));
+      h.replica = "r" + std::to_string(pick(rng, 10));
+      h.member = pick(rng, 100);
+      h.client = pick(rng, 100);
+      h.state = static_cast<sched::Holding>(pick(rng, sched::kHoldingCount));
+      h.spot = chance(rng, 3);
+      h.load = static_cast<int>(pick(rng, 4));
+      h.bytes_reported = pick(rng, 1u << 20);
+      h.reported_at = static_cast<int64_t>(pick(rng, 1u << 30));
+      s.holders.push_back(std::move(h));
+    }
+  }
+  for (uint64_t k = pick(rng, 3); k > 0; --k) {
+    sched::TransferView t;
+    t.lease = pick(rng, 100);
+    t.model = s.models.empty() || chance(rng, 4) ? sched::TransferView::kNoModel
+                                                 : static_cast<uint32_t>(pick(rng, s.models.size()));
+    t.version = static_cast<int64_t>(pick(rng, 100));
+    t.source = pick(rng, 100);
+    t.reader = pick(rng, 100);
+    t.source_replica = chance(rng, 4) ? "" : "t";
+    t.reader_replica = chance(rng, 4) ? "" : "r";
+    t.source_shard = static_cast<int>(pick(rng, 3)) - 1;
+    t.reader_shard = static_cast<int>(pick(rng, 3)) - 1;
+    t.from_host_copy = chance(rng, 3);
+    t.source_partial = chance(rng, 3);
+    t.orphan = chance(rng, 5);
+    t.granted_at = static_cast<int64_t>(pick(rng, 1u << 30));
+    t.bytes_reported = pick(rng, 1u << 20);
+    t.reported_at = static_cast<int64_t>(pick(rng, 1u << 30));
+    s.transfers.push_back(std::move(t));
+  }
+  s.models_total = s.models.size();
+  s.holders_total = s.holders.size();
+  s.transfers_total = s.transfers.size();
+  return s;
+}
 
 Message descriptor(Rng& rng) {
   Message m{Shape::kDescriptor, {}};
@@ -294,7 +385,9 @@ std::string mutate_frame(MsgType type, uint64_t req, const std::string& payload,
 }
 
 MsgType any_type(Rng& rng) {
-  static const uint16_t kTypes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 100, 101, 102, 103, 104, 0, 14, 99, 105, 0xffff};
+  // Every number of MsgType, then a few that no message has.
+  static const uint16_t kTypes[] = {1,   2,   3,   4,   5,   6, 7,  8,  9,   10,  11,    12, 13,
+                                    14,  100, 101, 102, 103, 104, 105, 0, 15, 99, 106, 0xffff};
   return static_cast<MsgType>(kTypes[pick(rng, std::size(kTypes))]);
 }
 

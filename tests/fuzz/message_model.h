@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 #include "src/registry/protocol.h"
 
@@ -30,7 +31,7 @@ struct Field {
 enum class Shape {
   kHello, kAuthField,  // AUTH, CHALLENGE and AUTH_OK: one 32-byte string
   kHeartbeat, kOpen, kClose, kPublish, kReplicate, kTransferDone, kSourceFailed, kUnpublish,
-  kOffloadDone, kCancel, kDescribe, kReply, kOrder, kDescriptor,
+  kOffloadDone, kCancel, kDescribe, kInfo, kReply, kOrder, kSnapshot, kDescriptor,
 };
 
 struct Message {
@@ -45,8 +46,12 @@ Message hello(const std::string& nonce, const std::string& datacenter);
 Message secret_field(const std::string& bytes);
 Message request(const sched::Event& ev);  // any client request event
 Message describe();
+Message info(uint32_t max_entries);
 Message reply(const sched::Reply& r);
 Message order(uint64_t member, int64_t version);
+Message snapshot(const sched::Snapshot& s);
+// A consistent snapshot (indices in range, shards and states valid) of a few models.
+sched::Snapshot random_snapshot(Rng& rng);
 Message descriptor(Rng& rng);  // a plausible client descriptor (version 3) with a few tensors
 
 // Interesting values for integer fields and length prefixes.

@@ -14,6 +14,7 @@
 //  - every 64 sessions, and at the end, a well-behaved publisher and reader still get exactly
 //    the answers they should.
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "src/common/codec.h"
@@ -56,6 +57,7 @@ struct Oracle {
   bool closed = false;
   std::string why;
   std::string client_nonce, datacenter, registry_nonce;
+  std::set<uint64_t> infos;  // request ids of the well-formed INFOs, which a SNAPSHOT may answer
 
   void close(const std::string& w) {
     closed = true;
@@ -94,7 +96,7 @@ struct Oracle {
         return;
       }
       case Phase::kChallenged: {
-        std::string proof = registry::decode_secret_field(payload, registry::kProofBytes, "proof");
+        std::string proof = registry::decode_auth(payload);
         registry::Transcript t{client_nonce, registry_nonce, datacenter};
         if (registry_nonce.empty() || proof != registry::client_proof(token, t)) return close("wrong proof");
         phase = Phase::kReady;
@@ -104,6 +106,10 @@ struct Oracle {
         switch (h.type) {
           case MsgType::kDescribe:
             if (!payload.empty()) close("DESCRIBE with a payload");
+            return;
+          case MsgType::kInfo:
+            (void)registry::decode_info_request(payload);
+            infos.insert(h.req);
             return;
           case MsgType::kHeartbeat:
           case MsgType::kOpen:
@@ -213,8 +219,9 @@ struct SessionFuzzer::State {
           registry::decode_order(f.payload, &m, &v);
           break;
         }
-        case MsgType::kChallenge:
-        case MsgType::kAuthOk: (void)registry::decode_secret_field(f.payload, 32, "field"); break;
+        case MsgType::kChallenge: (void)registry::decode_challenge(f.payload); break;
+        case MsgType::kAuthOk: (void)registry::decode_auth_ok(f.payload); break;
+        case MsgType::kSnapshot: (void)registry::decode_snapshot(f.payload); break;
         default: finding("the registry sent a frame of type " + std::to_string(static_cast<int>(f.h.type)));
       }
     } catch (const CodecError& e) {
@@ -279,6 +286,7 @@ struct SessionFuzzer::State {
           if (a->second == MsgType::kReplicate && r.lease) s.leases.emplace_back(r.member, r.lease);
         }
       }
+      if (f.h.type == MsgType::kSnapshot) ++out->answers["INFO snapshot"];
       if (!was_authenticated && !token.empty() && f.payload.find(kVictimSecret) != std::string::npos) {
         finding("another client's descriptor went to a peer that has not proven the token");
       }
@@ -297,6 +305,9 @@ struct SessionFuzzer::State {
       finding(std::string(c.closing ? "the registry closed a connection the protocol keeps open"
                                     : "the registry kept a connection that must be closed (" + s.oracle.why + ")") +
               "; last delivery " + to_hex(bytes.substr(0, 64)));
+    }
+    for (const OutFrame& f : got) {
+      if (f.h.type == MsgType::kSnapshot && !s.oracle.infos.count(f.h.req)) finding("a SNAPSHOT answered no INFO");
     }
     if (c.closing) {
       if (got.empty() || got.back().h.type != MsgType::kReply ||
@@ -334,7 +345,7 @@ struct SessionFuzzer::State {
     if (token.empty()) return s.authenticated;
     if (!s.challenged) return false;
     registry::Transcript t{s.nonce, s.oracle.registry_nonce, s.datacenter};
-    got = feed(s, request_frame(s, MsgType::kAuth, serialize(secret_field(registry::client_proof(token, t)))));
+    got = feed(s, request_frame(s, MsgType::kAuth, registry::encode_auth(registry::client_proof(token, t))));
     if (got.empty() || got.back().h.type != MsgType::kAuthOk) return false;
     if (got.back().payload.substr(4) != registry::registry_proof(token, t)) {
       finding("the registry's AUTH_OK proof does not verify");
@@ -474,6 +485,8 @@ struct SessionFuzzer::State {
       case MsgType::kChallenge:
       case MsgType::kAuthOk: return request_frame(s, t, serialize(secret_field(seeded_bytes(r, registry::kProofBytes))));
       case MsgType::kDescribe: return request_frame(s, t, "");
+      case MsgType::kInfo: return request_frame(s, t, registry::encode_info_request(static_cast<uint32_t>(pick(r, 4))));
+      case MsgType::kSnapshot: return request_frame(s, t, registry::encode_snapshot(random_snapshot(r)));
       case MsgType::kReply: return request_frame(s, t, registry::encode_reply(sched::Reply{}));
       case MsgType::kOffload:
       case MsgType::kDiscard: return request_frame(s, t, registry::encode_order(victim_member, 1));
@@ -549,6 +562,11 @@ struct SessionFuzzer::State {
         MsgType t = any_type(r);
         std::string payload = t == MsgType::kDescribe && chance(r, 2) ? "" : std::string(pick(r, 40), 'z');
         pending += request_frame(s, t, payload);
+      } else if (chance(r, 12)) {  // INFO, the read-only query (not an event: its own handler)
+        Message m = info(static_cast<uint32_t>(chance(r, 2) ? pick(r, 4) : interesting(r, Kind::kU32)));
+        std::string payload = chance(r, 10) ? mutate(m, info(1), r) : serialize(m);
+        pending += chance(r, 40) ? mutate_frame(MsgType::kInfo, s.next_req++, payload, r)
+                                 : request_frame(s, MsgType::kInfo, payload);
       } else {
         sched::Event ev = request(s, r);
         Message m = fuzz::request(ev);  // the model of it, to mutate

@@ -156,6 +156,11 @@ struct SocketFuzzer::State {
     }
     int steps = static_cast<int>(pick(r, 8));
     for (int i = 0; i < steps; ++i) {
+      if (chance(r, 10)) {  // INFO, read-only: a SNAPSHOT only for a proven peer
+        Message m = info(static_cast<uint32_t>(pick(r, 4)));
+        bytes += frame(MsgType::kInfo, req++, chance(r, 4) ? mutate(m, m, r) : serialize(m));
+        continue;
+      }
       sched::Event ev = any_request(r);
       Message m = request(ev);
       std::string p = chance(r, 4) ? mutate(m, request(any_request(r)), r) : serialize(m);
@@ -185,6 +190,9 @@ struct SocketFuzzer::State {
           }
         } else if (h.type == MsgType::kAuthOk) {
           proven = true;
+        } else if (h.type == MsgType::kSnapshot) {
+          if (!proven) return finding("a peer that has not proven the token got a SNAPSHOT");
+          (void)registry::decode_snapshot(payload);
         } else if (h.type == MsgType::kOffload || h.type == MsgType::kDiscard) {
           sched::MemberId mm;
           sched::Version vv;

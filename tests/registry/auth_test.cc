@@ -246,11 +246,13 @@ TEST_F(BeforeTheProofTest, EveryRequestBeforeTheProofGetsAnErrorAndAClose) {
       {MsgType::kOffloadDone, encode_event(sched::OffloadDone{0, 0, member_, 1, "x"})},
       {MsgType::kCancel, encode_event(sched::Cancel{0, 0, member_})},
       {MsgType::kDescribe, ""},
+      {MsgType::kInfo, encode_info_request(0)},  // replica names, member ids: not for strangers either
       {MsgType::kHello, encode_hello({random_bytes(kNonceBytes), "dc"})},
       {MsgType::kReply, encode_reply(sched::Reply{})},
       {MsgType::kOffload, encode_order(member_, 1)},
-      {MsgType::kChallenge, encode_secret_field(random_bytes(kNonceBytes))},
-      {MsgType::kAuthOk, encode_secret_field(random_bytes(kProofBytes))},
+      {MsgType::kChallenge, encode_challenge(random_bytes(kNonceBytes))},
+      {MsgType::kAuthOk, encode_auth_ok(random_bytes(kProofBytes))},
+      {MsgType::kSnapshot, encode_snapshot(sched::Snapshot{})},
       {static_cast<MsgType>(77), "?"},
   };
   for (const auto& [type, payload] : requests) {
@@ -266,13 +268,13 @@ TEST_F(BeforeTheProofTest, EveryRequestBeforeTheProofGetsAnErrorAndAClose) {
 }
 
 TEST_F(BeforeTheProofTest, AWrongProofPipelinedWithRequestsGetsOnlyTheRefusal) {
-  std::string wrong = encode_frame(MsgType::kAuth, 2, encode_secret_field(std::string(kProofBytes, 'p')));
+  std::string wrong = encode_frame(MsgType::kAuth, 2, encode_auth(std::string(kProofBytes, 'p')));
   std::string rest = encode_frame(MsgType::kOpen, 3, encode_event(sched::Open{0, 0, "m", "r2", 0, 1, 0, false})) +
                      encode_frame(MsgType::kReplicate, 4, encode_event(sched::Replicate{0, 0, 1, -1, -1, 7, "x"})) +
-                     encode_frame(MsgType::kDescribe, 5, "");
+                     encode_frame(MsgType::kDescribe, 5, "") + encode_frame(MsgType::kInfo, 6, encode_info_request(0));
   expect_nothing_for(wrong + rest, true, "wrong proof, then requests");
   // An AUTH of the wrong size is malformed, and refused the same way.
-  expect_nothing_for(encode_frame(MsgType::kAuth, 2, encode_secret_field("short")) + rest, true, "short proof");
+  expect_nothing_for(encode_frame(MsgType::kAuth, 2, encode_auth("short")) + rest, true, "short proof");
 }
 
 }  // namespace

@@ -72,12 +72,12 @@ class RawClient {
     if (!f) return false;
     if (f->header.type == MsgType::kReply) return f->reply().status == sched::Status::kOk;
     if (f->header.type != MsgType::kChallenge) return false;
-    const std::string theirs = decode_secret_field(f->payload, kNonceBytes, "nonce");
+    const std::string theirs = decode_challenge(f->payload);
     const Transcript t{nonce, theirs, dc};
-    if (!send_frame(MsgType::kAuth, 2, encode_secret_field(client_proof(token, t)))) return false;
+    if (!send_frame(MsgType::kAuth, 2, encode_auth(client_proof(token, t)))) return false;
     f = read_frame();
     return f && f->header.type == MsgType::kAuthOk &&
-           decode_secret_field(f->payload, kProofBytes, "proof") == registry_proof(token, t);
+           decode_auth_ok(f->payload) == registry_proof(token, t);
   }
   // True once the registry closed this connection (reading and discarding what it sent
   // before); false if it is still open when the guard passes.

@@ -78,12 +78,13 @@ void World::hello(ClientId cid, uint64_t epoch, std::function<void()> up, std::f
 void World::send(int i, int s, const client::SendRequest& a) {
   Actor& actor = actors_[i];
   Conn& c = actor.conn;
-  if (c.st != Conn::St::kUp) {
-    // connection.cc answers at once: not connected (the callback runs on the engine later)
+  if (c.st != Conn::St::kUp || a.generation != c.gen) {
+    // connection.cc answers at once: not connected, or meant for an earlier registry (the
+    // callback runs on the engine later)
     uint64_t reg = actor.sh[s].reg, mreq = a.req;
     at(0, [=] {
       if (actors_[i].alive && s < static_cast<int>(actors_[i].sh.size()) && actors_[i].sh[s].reg == reg)
-        feed(i, s, client::RegistryNoReply{mreq, Code::kRegistry, "not connected to a registry"});
+        feed(i, s, client::RegistryNoReply{mreq, Code::kRegistry, "not connected to that registry"});
     });
     return;
   }

@@ -182,7 +182,7 @@ void World::start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, T
     rec.before = sh.user_held;
     rec.round = b.round;
     sh.ops[op] = rec;
-    MachineEvent ev = client::OpOpen{op};
+    MachineEvent ev = client::OpOpen{op, b.conn.gen};
     switch (k) {
       case OpRecord::Kind::kOpen: break;
       case OpRecord::Kind::kPublish:

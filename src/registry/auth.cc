@@ -32,6 +32,18 @@ std::string registry_proof(std::string_view token, const Transcript& t) {
   return proof(token, "TensorHub control plane v2: registry proof", t);
 }
 
+bool RecentNonces::seen_before(const std::string& nonce) {
+  if (set_.count(nonce)) return true;
+  if (capacity_ == 0) return false;
+  if (order_.size() >= capacity_) {
+    set_.erase(order_.front());
+    order_.pop_front();
+  }
+  set_.insert(nonce);
+  order_.push_back(nonce);
+  return false;
+}
+
 std::string token_from(const std::string& token, const std::string& file) {
   if (file.empty()) return token;
   if (!token.empty()) throw Error(Code::kArg, "give auth_token or auth_token_file, not both");

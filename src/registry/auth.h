@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "src/registry/protocol.h"  // kNonceBytes, kProofBytes
 
@@ -27,6 +29,25 @@ struct Transcript {  // copies, not views: a transcript built from temporaries s
 // registry's proof is never a client's and no proof can be reflected back.
 std::string client_proof(std::string_view token, const Transcript& t);
 std::string registry_proof(std::string_view token, const Transcript& t);
+
+// The client nonces of the last `capacity` HELLOs a registry with a token accepted: a HELLO
+// that repeats one is a replay (a client draws 32 fresh bytes for every connection) and is
+// refused at once. The proofs alone already defeat a replay (the registry's nonce is fresh, so
+// a recorded AUTH answers nothing); this refuses it one message earlier, and says so. Oldest
+// forgotten first, so a peer flooding HELLOs can make it forget, never grow.
+class RecentNonces {
+ public:
+  static constexpr size_t kDefaultCapacity = 16384;  // about 1.5 MiB at most
+  explicit RecentNonces(size_t capacity = kDefaultCapacity) : capacity_(capacity) {}
+  // True if `nonce` is among the remembered ones; otherwise remembers it and returns false.
+  bool seen_before(const std::string& nonce);
+  [[nodiscard]] size_t size() const { return order_.size(); }
+
+ private:
+  size_t capacity_;
+  std::unordered_set<std::string> set_;
+  std::deque<std::string> order_;
+};
 
 // The token from the info keys auth_token and auth_token_file (either, not both: Error(kArg)).
 std::string token_from(const std::string& token, const std::string& file);

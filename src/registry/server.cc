@@ -399,8 +399,9 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
   }
 }
 
-// HELLO: without a token the client is admitted; with one, it is challenged with a fresh
-// nonce of ours, so that no earlier handshake's AUTH can answer it.
+// HELLO: without a token the client is admitted; with one, a HELLO that repeats a recent
+// client nonce is refused as a replay, and any other is challenged with a fresh nonce of ours,
+// so that no earlier handshake's AUTH can answer it.
 void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
   if (c.phase != Phase::kHello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
   Hello hello = decode_hello(payload);
@@ -412,6 +413,11 @@ void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, s
     r.req = h.req;
     send_reply(r);
     return;
+  }
+  if (hello_nonces.seen_before(hello.nonce)) {
+    return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                  "replayed HELLO: its nonce was used by an earlier connection (a client draws a fresh one "
+                  "for every connection)");
   }
   c.client_nonce = std::move(hello.nonce);
   c.registry_nonce = random_bytes(kNonceBytes);  // getrandom: fresh for every connection

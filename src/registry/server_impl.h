@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "sched/registry.h"
+#include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
 #include "src/registry/refusal_log.h"
@@ -53,6 +54,7 @@ struct Server::Impl {
   std::thread thread;
   std::map<sched::ClientId, Conn> conns;
   std::map<std::string, int> per_host;
+  RecentNonces hello_nonces;        // with a token: a HELLO repeating one is a replay
   sched::ClientId next_client = 1;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t now_ms = 0;               // the loop's clock (steady, ms), read once per turn

@@ -58,6 +58,7 @@ struct Oracle {
   std::string why;
   std::string client_nonce, datacenter, registry_nonce;
   std::set<uint64_t> infos;  // request ids of the well-formed INFOs, which a SNAPSHOT may answer
+  registry::RecentNonces* hellos = nullptr;  // with a token: every session's HELLO nonces, as the registry keeps them
 
   void close(const std::string& w) {
     closed = true;
@@ -92,6 +93,7 @@ struct Oracle {
         registry::Hello hello = registry::decode_hello(payload);
         client_nonce = hello.nonce;
         datacenter = hello.datacenter;
+        if (!token.empty() && hellos->seen_before(hello.nonce)) return close("replayed HELLO");
         phase = token.empty() ? Phase::kReady : Phase::kChallenged;
         return;
       }
@@ -160,6 +162,7 @@ struct SessionFuzzer::State {
   sched::ClientId victim = 0;
   sched::MemberId victim_member = 0;
   uint64_t good_runs = 0;
+  registry::RecentNonces hellos;  // the oracle's copy of the registry's memory of HELLO nonces
 
   std::string where() const {
     return std::string(token.empty() ? "sessions" : "sessions with a token") + ", seed " + std::to_string(seed) +
@@ -167,13 +170,14 @@ struct SessionFuzzer::State {
   }
   void finding(const std::string& s) { out->finding(where() + ": " + s); }
 
-  sched::ClientId connect() {
-    sched::ClientId id = impl.next_client++;
+  // A new connection for `s`, whose oracle shares the nonces of every session's HELLO.
+  void connect(Session& s) {
+    s.oracle.hellos = &hellos;
+    sched::ClientId id = s.id = impl.next_client++;
     Impl::Conn& c = impl.conns[id];
     c.host = "fuzz";
     c.hello_deadline_ms = std::numeric_limits<int64_t>::max() / 4;
     c.in_progress_ms = impl.now_ms;
-    return id;
   }
 
   // Takes every connection's queued replies, as the loop's flush would; checks that each is a
@@ -372,7 +376,7 @@ struct SessionFuzzer::State {
 
   void setup_victim() {
     Session& s = victim_session;
-    s.id = connect();
+    connect(s);
     if (!handshake(s)) return finding("the victim's handshake failed");
     victim = s.id;
     sched::Reply r = call(s, sched::Open{0, 0, "vm", "vr", 0, 1, 0, false});
@@ -387,8 +391,8 @@ struct SessionFuzzer::State {
     std::string model = "good-" + std::to_string(good_runs++);
     std::string desc = "GOOD-DESCRIPTOR-" + model;
     Session pub, rd;
-    pub.id = connect();
-    rd.id = connect();
+    connect(pub);
+    connect(rd);
     if (!handshake(pub) || !handshake(rd)) return finding("a well-behaved client's handshake failed");
     sched::Reply a = call(pub, sched::Open{0, 0, model, "r1", 0, 1, 0, false});
     sched::Reply b = call(rd, sched::Open{0, 0, model, "r2", 0, 1, 0, false});
@@ -511,7 +515,7 @@ struct SessionFuzzer::State {
   // One hostile-or-not session.
   void session(Rng& r) {
     Session s;
-    s.id = connect();
+    connect(s);
     s.datacenter = chance(r, 8) ? "" : "dc" + std::to_string(pick(r, 3));
     std::string pending;  // bytes written but not yet delivered (pipelining)
     auto deliver = [&] {

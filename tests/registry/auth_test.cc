@@ -78,18 +78,44 @@ TEST(AuthTest, ClientWithoutATokenIsToldTheRegistryRequiresOne) {
   EXPECT_NE(what.find("requires an auth token"), std::string::npos) << what;
 }
 
-// The heart of replay protection: the registry's nonce is fresh, so the AUTH of a recorded
-// successful handshake answers nothing on a new connection.
-TEST(AuthTest, ReplayedClientHandshakeIsRefused) {
+// A recorded handshake played back on a new connection: its HELLO repeats a nonce the
+// registry has seen, and is refused at once (THUB_ERR_AUTH), before any CHALLENGE.
+TEST(AuthTest, ReplayedHelloIsRefused) {
   Embedded e([](ServerOptions& o) { o.auth_token = kToken; });
   RecordingProxy proxy(e.address());
   Connection good(options(proxy.address(), kToken));
   ASSERT_TRUE(proxy.wait_frames(2, 2));
   const std::string replay = RecordingProxy::first_frames(proxy.to_registry(), 2);  // HELLO, AUTH
-  const std::string recorded_challenge = RecordingProxy::first_frames(proxy.to_client(), 1);
 
   RawClient attacker(e.address());
   ASSERT_TRUE(attacker.send_bytes(replay));
+  bool closed = false;
+  std::vector<Frame> got = until_closed(attacker, &closed);
+  ASSERT_EQ(got.size(), 1u) << "the replayed HELLO got more than a refusal";
+  ASSERT_EQ(got[0].header.type, MsgType::kReply);
+  EXPECT_EQ(got[0].reply().status, sched::Status::kAuth);
+  EXPECT_NE(got[0].reply().detail.find("replayed HELLO"), std::string::npos) << got[0].reply().detail;
+  EXPECT_TRUE(closed);
+  // The genuine client is unaffected.
+  EXPECT_EQ(good.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}).status, sched::Status::kOk);
+}
+
+// The heart of replay protection: the registry's nonce is fresh, so the AUTH of a recorded
+// successful handshake answers nothing on a new connection, even behind a HELLO of the same
+// datacenter with a nonce the registry has not seen.
+TEST(AuthTest, ReplayedAuthIsRefused) {
+  Embedded e([](ServerOptions& o) { o.auth_token = kToken; });
+  RecordingProxy proxy(e.address());
+  Connection good(options(proxy.address(), kToken));
+  ASSERT_TRUE(proxy.wait_frames(2, 2));
+  const std::string recorded = RecordingProxy::first_frames(proxy.to_registry(), 2);  // HELLO, AUTH
+  const std::string recorded_hello = RecordingProxy::first_frames(proxy.to_registry(), 1);
+  const std::string recorded_auth = recorded.substr(recorded_hello.size());
+  const std::string recorded_challenge = RecordingProxy::first_frames(proxy.to_client(), 1);
+
+  RawClient attacker(e.address());
+  ASSERT_TRUE(attacker.send_bytes(encode_frame(MsgType::kHello, 1, encode_hello({random_bytes(kNonceBytes), "default"})) +
+                                  recorded_auth));
   bool closed = false;
   std::vector<Frame> got = until_closed(attacker, &closed);
   ASSERT_EQ(got.size(), 2u);
@@ -99,8 +125,21 @@ TEST(AuthTest, ReplayedClientHandshakeIsRefused) {
   ASSERT_EQ(got[1].header.type, MsgType::kReply);
   EXPECT_EQ(got[1].reply().status, sched::Status::kAuth);
   EXPECT_TRUE(closed);
-  // The genuine client is unaffected.
   EXPECT_EQ(good.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}).status, sched::Status::kOk);
+}
+
+// The registry remembers a bounded number of client nonces, forgetting the oldest first.
+TEST(AuthTest, RecentNoncesAreBoundedAndForgetTheOldestFirst) {
+  RecentNonces n(3);
+  EXPECT_FALSE(n.seen_before("a"));
+  EXPECT_TRUE(n.seen_before("a"));
+  EXPECT_FALSE(n.seen_before("b"));
+  EXPECT_FALSE(n.seen_before("c"));
+  EXPECT_FALSE(n.seen_before("d"));  // "a" is forgotten
+  EXPECT_EQ(n.size(), 3u);
+  EXPECT_FALSE(n.seen_before("a"));
+  EXPECT_TRUE(n.seen_before("d"));
+  EXPECT_TRUE(n.seen_before("c"));
 }
 
 // A peer that takes the challenge and never answers holds its connection only until the

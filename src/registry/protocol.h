@@ -28,7 +28,7 @@ constexpr uint32_t kMaxPayload = 64u << 20;
 // status -1 and a message; its connection stays open.
 constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's datacenter
 constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before authentication, no frame may announce more
-// The handshake's secrets-free values (src/registry/auth.h): each side's fresh nonce, each
+// The handshake's values, none of them secret (src/registry/auth.h): each side's fresh nonce, each
 // side's HMAC-SHA256 proof. A HELLO, CHALLENGE, AUTH or AUTH_OK of another size is malformed.
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kProofBytes = 32;

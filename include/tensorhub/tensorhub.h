@@ -198,8 +198,13 @@ int THUB_Info_free(THUB_Info *info);
  *    unset: an embedded registry in this process
  *  - `datacenter` (string, default `default`): a label; sources in the same datacenter are
  *    preferred
- *  - `auth_token` (string, default unset; registry): shared secret presented to (or required by)
- *    the registry
+ *  - `auth_token` (string, default unset; registry): shared secret that clients prove to the
+ *    registry (HMAC challenge-response; it never travels); prefer auth_token_file
+ *  - `auth_token_file` (string, default unset; registry): a file holding auth_token: owner-only
+ *    permissions (chmod 600, as ssh keys), one trailing newline stripped; not together with
+ *    auth_token
+ *  - `auth_mutual` (bool, default `true`): with a token, the registry must prove it knows it too
+ *    (else THUB_ERR_AUTH); false also accepts a registry that asks for none
  *  - `verify` (bool, default `false`): hash every 1 MiB block (XXH3) at publish and check it on
  *    receipt
  *  - `chunk_size` (size, default `4M`, 4K..1G): transfer unit in bytes
@@ -227,8 +232,9 @@ int THUB_Info_free(THUB_Info *info);
  *    buffer (0: never); part of the layout: every replica of a model must use the same
  *  - `transfer_mode` (auto|direct|copy|tcp, default `auto`): zero-copy gets, a registered staging
  *    copy, or UCX's tcp transport only
- *  - `registry_listen` (string, default `0.0.0.0:0`; registry): `host:port` the registry listens on
- *    (port 0: any free one)
+ *  - `registry_listen` (string, default unset; registry): `host:port` the registry listens on (port
+ *    0: any free one; `0.0.0.0:port` for every interface); unset: the embedded registry's
+ *    advertised address, port 0; tensorhub-registry requires it
  *  - `heartbeat_timeout_ms` (int, default `5000`, 20..86400000; registry): the registry drops
  *    clients silent this long (ms), with their replicas
  *  - `pipeline` (bool, default `true`; registry): the registry hands out partial sources (pipeline

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/connection.h"
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
@@ -20,7 +21,8 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.registry = info.get<info_key("registry")>();
   c.datacenter = info.get<info_key("datacenter")>();
   if (c.datacenter.empty()) throw Error(Code::kArg, "info key 'datacenter' must not be empty");
-  c.auth_token = info.get<info_key("auth_token")>();
+  c.auth_token = registry::token_from(info.get<info_key("auth_token")>(), info.get<info_key("auth_token_file")>());
+  c.auth_mutual = info.get<info_key("auth_mutual")>();
   c.verify = info.get<info_key("verify")>();
   c.chunk_size = info.get<info_key("chunk_size")>();
   c.pipeline_chunk_size = info.get<info_key("pipeline_chunk_size")>();
@@ -53,6 +55,7 @@ registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::s
   registry::ConnectionOptions co;
   co.addresses = std::move(addresses);
   co.auth_token = auth_token;
+  co.auth_mutual = auth_mutual;
   co.datacenter = datacenter;
   co.heartbeat_ms = heartbeat_ms;
   co.reconnect_ms = reconnect_ms;

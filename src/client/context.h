@@ -34,7 +34,8 @@ namespace thub::client {
 struct ContextConfig {
   std::string registry;  // "" = embedded
   std::string datacenter;
-  std::string auth_token;
+  std::string auth_token;  // from auth_token or auth_token_file
+  bool auth_mutual = true;
   bool verify = false;
   uint64_t chunk_size = 0;
   uint64_t pipeline_chunk_size = 0;  // chunk when the source is partial (a chain hop)

@@ -53,7 +53,9 @@ Descriptor decode_descriptor(const std::string& bytes) {
       t.region = get(r);
     }
     d.compaction_threshold = r.u64();
-    d.staged = r.u32() != 0;
+    const uint32_t staged = r.u32();
+    if (staged > 1) throw CodecError("bad staged flag " + std::to_string(staged));  // 0 or 1, as encoded
+    d.staged = staged == 1;
     uint32_t ns = r.count(8 + 8 + 4);
     d.segments.resize(ns);
     for (auto& s : d.segments) s = get(r);

@@ -63,7 +63,14 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
     {"datacenter", info_keys_detail::kCtx, InfoType::kString, "default", 0, 0,
      "a label; sources in the same datacenter are preferred"},
     {"auth_token", info_keys_detail::kCtx | info_keys_detail::kReg, InfoType::kString, "", 0, 0,
-     "shared secret presented to (or required by) the registry"},
+     "shared secret that clients prove to the registry (HMAC challenge-response; it never travels); "
+     "prefer auth_token_file"},
+    {"auth_token_file", info_keys_detail::kCtx | info_keys_detail::kReg, InfoType::kString, "", 0, 0,
+     "a file holding auth_token: owner-only permissions (chmod 600, as ssh keys), one trailing newline "
+     "stripped; not together with auth_token"},
+    {"auth_mutual", info_keys_detail::kCtx, InfoType::kBool, "true", 0, 0,
+     "with a token, the registry must prove it knows it too (else THUB_ERR_AUTH); false also accepts a "
+     "registry that asks for none"},
     {"verify", info_keys_detail::kCtx, InfoType::kBool, "false", 0, 0,
      "hash every 1 MiB block (XXH3) at publish and check it on receipt"},
     {"chunk_size", info_keys_detail::kCtx, InfoType::kSize, "4M", 4096, int64_t{1} << 30,
@@ -97,8 +104,9 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "every replica of a model must use the same"},
     {"transfer_mode", info_keys_detail::kCtx, InfoType::kChoice, "auto", 0, 0,
      "zero-copy gets, a registered staging copy, or UCX's tcp transport only", "auto|direct|copy|tcp"},
-    {"registry_listen", info_keys_detail::kReg, InfoType::kString, "0.0.0.0:0", 0, 0,
-     "`host:port` the registry listens on (port 0: any free one)", "", "--listen", "0.0.0.0:7070"},
+    {"registry_listen", info_keys_detail::kReg, InfoType::kString, "", 0, 0,
+     "`host:port` the registry listens on (port 0: any free one; `0.0.0.0:port` for every interface); "
+     "unset: the embedded registry's advertised address, port 0; tensorhub-registry requires it", "", "--listen"},
     {"heartbeat_timeout_ms", info_keys_detail::kReg, InfoType::kInt, "5000", 20, info_keys_detail::kDay,
      "the registry drops clients silent this long (ms), with their replicas"},
     {"pipeline", info_keys_detail::kReg, InfoType::kBool, "true", 0, 0,

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "src/common/codec.h"
+#include "src/common/crypto.h"
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
 #include "src/registry/socket.h"
@@ -63,6 +65,8 @@ struct Connection::Impl {
   std::atomic<int64_t> tx_progress_ms{0};  // when the registry last took a slice of a request
 
   void connect_any(size_t first);
+  void handshake(const std::string& a, int64_t deadline);
+  void await_frame(const std::string& a, int64_t deadline, const char* what, FrameHeader* h, std::string_view* payload);
   void send_frame(MsgType t, uint64_t req, const std::string& payload);
   bool send_heartbeat(int64_t deadline_ms);
   void read_loop();
@@ -150,6 +154,84 @@ bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
   return true;
 }
 
+// The next frame of the handshake into *h/*payload (a view valid until in.consume). A registry
+// that accepted (the kernel does that even for a stopped process) but does not answer within
+// the deadline is skipped like an unreachable one.
+void Connection::Impl::await_frame(const std::string& a, int64_t deadline, const char* what, FrameHeader* h,
+                                   std::string_view* payload) {
+  for (;;) {
+    // Before it has proven anything, a registry gets no more room than it gives a client.
+    if (in.size() >= kHeaderBytes) {
+      FrameHeader peek = decode_header(in.view().substr(0, kHeaderBytes));
+      if (peek.length > kMaxHelloPayload) {
+        throw Error(Code::kRegistry, "registry " + a + " answered " + what + " with a frame of " +
+                                         std::to_string(peek.length) + " bytes");
+      }
+    }
+    if (next_frame(h, payload)) return;
+    int64_t left = deadline - steady_ms();
+    if (left <= 0) {
+      throw Error(Code::kRegistry, "registry " + a + " did not answer " + what + " within " +
+                                       std::to_string(opts.connect_timeout_ms) + " ms");
+    }
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) > 0 && receive() < 0) {
+      throw Error(Code::kRegistry, "registry " + a + " closed the connection during " + what);
+    }
+  }
+}
+
+// HELLO with a fresh nonce of ours. A registry with a token answers CHALLENGE (its nonce); we
+// answer AUTH (our HMAC over both nonces), it answers AUTH_OK (its own HMAC, which we check
+// when auth_mutual) or refuses. The token itself never travels (docs/protocol.md).
+void Connection::Impl::handshake(const std::string& a, int64_t deadline) {
+  const std::string nonce = random_bytes(kNonceBytes);
+  send_frame(MsgType::kHello, 0, encode_hello(Hello{nonce, opts.datacenter}));
+  FrameHeader h;
+  std::string_view payload;
+  await_frame(a, deadline, "HELLO", &h, &payload);
+  auto refused = [&](const char* what) {
+    sched::Reply r = decode_reply(payload);
+    in.consume(kHeaderBytes + h.length);
+    if (r.status == sched::Status::kAuth) return Error(Code::kAuth, "registry " + a + ": " + r.detail);
+    if (r.status != sched::Status::kOk) return Error(Code::kRegistry, "registry " + a + ": " + r.detail);
+    return Error(Code::kRegistry, "registry " + a + " answered " + what + " with an empty REPLY");
+  };
+  if (h.type == MsgType::kReply) {
+    sched::Reply r = decode_reply(payload);
+    if (r.status != sched::Status::kOk) throw refused("HELLO");
+    in.consume(kHeaderBytes + h.length);
+    if (!opts.auth_token.empty() && opts.auth_mutual) {
+      throw Error(Code::kAuth, "registry " + a +
+                                   " asks for no auth token, so it cannot prove that it knows ours: refused "
+                                   "(give the registry the token, or set auth_mutual=false to accept it)");
+    }
+    return;
+  }
+  if (h.type != MsgType::kChallenge) {
+    throw Error(Code::kRegistry, "registry " + a + " answered HELLO with a " + type_name(h.type));
+  }
+  if (opts.auth_token.empty()) {
+    throw Error(Code::kAuth, "registry " + a + " requires an auth token: set auth_token_file (or auth_token)");
+  }
+  const std::string theirs = decode_challenge(payload);
+  in.consume(kHeaderBytes + h.length);
+  const Transcript t{nonce, theirs, opts.datacenter};
+  send_frame(MsgType::kAuth, 0, encode_auth(client_proof(opts.auth_token, t)));
+  await_frame(a, deadline, "AUTH", &h, &payload);
+  if (h.type == MsgType::kReply) throw refused("AUTH");
+  if (h.type != MsgType::kAuthOk) {
+    throw Error(Code::kRegistry, "registry " + a + " answered AUTH with a " + type_name(h.type));
+  }
+  const std::string proof = decode_auth_ok(payload);
+  in.consume(kHeaderBytes + h.length);
+  if (opts.auth_mutual && !constant_time_equal(proof, registry_proof(opts.auth_token, t))) {
+    throw Error(Code::kAuth, "registry " + a +
+                                 " could not prove that it knows the auth token: an impostor, or a registry "
+                                 "with another token");
+  }
+}
+
 // Tries every address once, starting at `first`; throws Error(kRegistry/kAuth).
 void Connection::Impl::connect_any(size_t first) {
   std::string errors;
@@ -169,31 +251,8 @@ void Connection::Impl::connect_any(size_t first) {
         address = a;
         address_index = i;
       }
-      int64_t deadline = started + opts.connect_timeout_ms;
       in.clear();
-      send_frame(MsgType::kHello, 0, encode_hello(Hello{opts.auth_token, opts.datacenter}));
-      // A registry that accepted (the kernel does that even for a stopped process) but does
-      // not answer within the deadline is skipped like an unreachable one.
-      FrameHeader h;
-      std::string_view payload;
-      while (!next_frame(&h, &payload)) {
-        int64_t left = deadline - steady_ms();
-        if (left <= 0) {
-          throw Error(Code::kRegistry, "registry " + a + " did not answer HELLO within " +
-                                           std::to_string(opts.connect_timeout_ms) + " ms");
-        }
-        pollfd p{fd.get(), POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left)) > 0 && receive() < 0) {
-          throw Error(Code::kRegistry, "registry " + a + " closed the connection during HELLO");
-        }
-      }
-      if (h.type != MsgType::kReply) {
-        throw Error(Code::kRegistry, "registry " + a + " answered HELLO with a " + type_name(h.type));
-      }
-      sched::Reply r = decode_reply(payload);
-      in.consume(kHeaderBytes + h.length);
-      if (r.status == sched::Status::kAuth) throw Error(Code::kAuth, "registry " + a + ": " + r.detail);
-      if (r.status != sched::Status::kOk) throw Error(Code::kRegistry, "registry " + a + ": " + r.detail);
+      handshake(a, started + opts.connect_timeout_ms);
       return;
     } catch (const Error& e) {
       if (e.code() == Code::kAuth || e.code() == Code::kArg) throw;

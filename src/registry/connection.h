@@ -21,7 +21,8 @@ namespace thub::registry {
 
 struct ConnectionOptions {
   std::vector<std::string> addresses;  // "host:port", tried in order
-  std::string auth_token;
+  std::string auth_token;           // "": the client cannot answer a registry's CHALLENGE
+  bool auth_mutual = true;          // with a token: the registry must prove it knows it too
   std::string datacenter = "default";
   int heartbeat_ms = 1000;
   int connect_timeout_ms = 5000;    // per address: TCP connect, then the HELLO exchange
@@ -58,7 +59,9 @@ enum class ConnectionEvent {
 
 class Connection {
  public:
-  // Connects to the first reachable address and says HELLO. Throws Error(kRegistry/kAuth).
+  // Connects to the first reachable address and completes the handshake (HELLO; with a token
+  // CHALLENGE, AUTH, AUTH_OK). Throws Error(kRegistry), or Error(kAuth) when a registry refuses
+  // our proof, asks for a token we do not have, or (auth_mutual) cannot prove it knows ours.
   explicit Connection(const ConnectionOptions& opts);
   ~Connection();
   Connection(const Connection&) = delete;

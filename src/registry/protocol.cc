@@ -29,10 +29,21 @@ struct OrderMsg {
 struct InfoMsg {
   uint32_t max_entries = 0;
 };
+// The handshake's values (one type each: entry<P>() finds a message by its payload).
+struct ChallengeMsg {
+  std::string nonce;
+};
+struct AuthMsg {
+  std::string proof;
+};
+struct AuthOkMsg {
+  std::string proof;
+};
 
 constexpr int32_t kMaxShards = 1 << 20;
 
 using wire::Bool;
+using wire::Exact;
 using wire::field;
 using wire::Flow;
 using wire::I64;
@@ -90,8 +101,9 @@ constexpr wire::Traits order(MsgType t, const char* name, size_t max_str = size_
 // The schema: every message of docs/protocol.md, in the order of its tables.
 constexpr auto kSchema = std::make_tuple(
     // client -> registry
+    // HELLO is answered by a REPLY, or by a CHALLENGE when the registry has a token.
     wire::message<Hello>({MsgType::kHello, "HELLO", Flow::kRequest, MsgType::kReply, kMaxNameBytes},
-                         field(&Hello::token, Text{}), field(&Hello::datacenter, Text{})),
+                         field(&Hello::nonce, Exact{kNonceBytes, "HELLO's nonce"}), field(&Hello::datacenter, Text{})),
     wire::message<Heartbeat>(request(MsgType::kHeartbeat, "HEARTBEAT", MsgType::kHeartbeat)),
     wire::message<Open>(request(MsgType::kOpen, "OPEN"), field(&Open::model, kName("model name")),
                         field(&Open::replica, kName("replica name")), field(&Open::shard, Int{0, kMaxShards, "shard"}),
@@ -114,6 +126,8 @@ constexpr auto kSchema = std::make_tuple(
     wire::message<Empty>(request(MsgType::kDescribe, "DESCRIBE")),
     wire::message<sched::Cancel>(request(MsgType::kCancel, "CANCEL"), field(&sched::Cancel::member, U64{})),
     wire::message<InfoMsg>(request(MsgType::kInfo, "INFO", MsgType::kSnapshot), field(&InfoMsg::max_entries, U32{})),
+    wire::message<AuthMsg>(request(MsgType::kAuth, "AUTH", MsgType::kAuthOk),
+                           field(&AuthMsg::proof, Exact{kProofBytes, "AUTH's proof"})),
     // registry -> client
     wire::message<Reply>(order(MsgType::kReply, "REPLY"), field(&Reply::status, wire::Code32<Status>{}),
                          field(&Reply::detail, Text{}), field(&Reply::member, U64{}), field(&Reply::version, I64{}),
@@ -123,6 +137,10 @@ constexpr auto kSchema = std::make_tuple(
                             field(&OrderMsg::version, I64{})),
     wire::message<OrderMsg>(order(MsgType::kDiscard, "DISCARD"), field(&OrderMsg::member, U64{}),
                             field(&OrderMsg::version, I64{})),
+    wire::message<ChallengeMsg>(order(MsgType::kChallenge, "CHALLENGE"),
+                                field(&ChallengeMsg::nonce, Exact{kNonceBytes, "CHALLENGE's nonce"})),
+    wire::message<AuthOkMsg>(order(MsgType::kAuthOk, "AUTH_OK"),
+                             field(&AuthOkMsg::proof, Exact{kProofBytes, "AUTH_OK's proof"})),
     wire::checked_message<Snapshot>(
         order(MsgType::kSnapshot, "SNAPSHOT", kMaxNameBytes), check_snapshot, field(&Snapshot::now, I64{}),
         field(&Snapshot::clients, U64{}), field(&Snapshot::members, U64{}), field(&Snapshot::leases, U64{}),
@@ -208,8 +226,8 @@ FrameHeader decode_header(std::string_view bytes) {
   FrameHeader h;
   h.version = r.u16();
   if (h.version != kProtocolVersion) {
-    throw CodecError("unsupported protocol version " + std::to_string(h.version) + " (this registry speaks " +
-                     std::to_string(kProtocolVersion) + ")");
+    throw CodecError("unsupported protocol version " + std::to_string(h.version) + " (this side speaks " +
+                     std::to_string(kProtocolVersion) + ": client and registry must be of the same release)");
   }
   h.type = static_cast<MsgType>(r.u16());
   h.req = r.u64();
@@ -220,6 +238,17 @@ FrameHeader decode_header(std::string_view bytes) {
 
 std::string encode_hello(const Hello& h) { return wire::encode(entry<Hello>(), h); }
 Hello decode_hello(std::string_view payload) { return decode_as<Hello>(payload); }
+
+std::string encode_challenge(std::string_view nonce) {
+  return wire::encode(entry<ChallengeMsg>(), ChallengeMsg{std::string(nonce)});
+}
+std::string decode_challenge(std::string_view payload) { return decode_as<ChallengeMsg>(payload).nonce; }
+std::string encode_auth(std::string_view proof) { return wire::encode(entry<AuthMsg>(), AuthMsg{std::string(proof)}); }
+std::string decode_auth(std::string_view payload) { return decode_as<AuthMsg>(payload).proof; }
+std::string encode_auth_ok(std::string_view proof) {
+  return wire::encode(entry<AuthOkMsg>(), AuthOkMsg{std::string(proof)});
+}
+std::string decode_auth_ok(std::string_view payload) { return decode_as<AuthOkMsg>(payload).proof; }
 
 MsgType type_of(const Event& ev) {
   return std::visit(

@@ -18,15 +18,20 @@
 namespace thub::registry {
 
 constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
-constexpr uint16_t kProtocolVersion = 1;
+// 2: HELLO carries a nonce instead of the token; CHALLENGE, AUTH and AUTH_OK (docs/protocol.md).
+constexpr uint16_t kProtocolVersion = 2;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
 // What one client may store in the registry is bounded so that every reply that carries it
 // fits one frame (docs/protocol.md, "Limits"). A request beyond these is refused with
 // status -1 and a message; its connection stays open.
-constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's token and datacenter
-constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before HELLO, no frame may announce more
+constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's datacenter
+constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before authentication, no frame may announce more
+// The handshake's values, none of them secret (src/registry/auth.h): each side's fresh nonce, each
+// side's HMAC-SHA256 proof. A HELLO, CHALLENGE, AUTH or AUTH_OK of another size is malformed.
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kProofBytes = 32;
 constexpr size_t kMaxDetailBytes = 64u << 10;     // a reply's detail text (longer is truncated)
 constexpr size_t kMaxDescribeBytes = 4u << 20;    // DESCRIBE's text (longer is truncated)
 constexpr size_t kReplyFixedBytes = 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1;  // a REPLY less its two texts
@@ -38,7 +43,7 @@ constexpr size_t kMaxSnapshotBytes = 4u << 20;    // INFO's answer (beyond: cut,
 static_assert(kMaxSnapshotBytes <= kMaxPayload, "INFO's answer must fit one frame");
 
 enum class MsgType : uint16_t {
-  kHello = 1,         // token, datacenter
+  kHello = 1,         // client nonce, datacenter
   kHeartbeat = 2,     // (empty) both ways: the registry answers each one
   kOpen = 3,
   kClose = 4,
@@ -51,9 +56,12 @@ enum class MsgType : uint16_t {
   kDescribe = 11,     // reply detail: the registry's state as text
   kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
   kInfo = 13,         // read-only: the registry's state as values, answered by SNAPSHOT
+  kAuth = 14,         // the client's proof, answering CHALLENGE
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed
+  kChallenge = 103,   // registry -> client: its nonce; answers HELLO when it has a token
+  kAuthOk = 104,      // registry -> client: its own proof; answers a correct AUTH
   kSnapshot = 105,    // registry -> client: the answer to INFO
 };
 
@@ -78,11 +86,19 @@ std::string encode_frame(MsgType type, uint64_t req, std::string_view payload);
 FrameHeader decode_header(std::string_view bytes);
 
 struct Hello {
-  std::string token;
+  std::string nonce;  // kNonceBytes, fresh per connection
   std::string datacenter;
 };
 std::string encode_hello(const Hello& h);
 Hello decode_hello(std::string_view payload);
+// CHALLENGE: the registry's nonce (kNonceBytes). AUTH (the client's) and AUTH_OK (the
+// registry's): a proof of kProofBytes. Another size is a CodecError.
+std::string encode_challenge(std::string_view nonce);
+std::string decode_challenge(std::string_view payload);
+std::string encode_auth(std::string_view proof);
+std::string decode_auth(std::string_view payload);
+std::string encode_auth_ok(std::string_view proof);
+std::string decode_auth_ok(std::string_view payload);
 
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).

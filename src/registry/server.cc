@@ -21,10 +21,13 @@
 
 #include "sched/registry.h"
 #include "src/common/codec.h"
+#include "src/common/crypto.h"
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
 #include "src/registry/protocol.h"
 #include "src/registry/refusal_log.h"
+#include "src/registry/server_impl.h"
 #include "src/registry/socket.h"
 
 namespace thub::registry {
@@ -34,82 +37,13 @@ namespace {
 // the client tries its next address).
 constexpr auto kRefused = static_cast<sched::Status>(-6);
 
-struct Conn {
-  Fd fd;
-  std::string host;        // peer IP address (per-host cap)
-  ByteQueue in;
-  ByteQueue out;
-  bool hello = false;
-  bool closing = false;    // flush `out`, then close
-  bool failed = false;     // close now, without flushing
-  bool gone = false;       // the peer closed or the socket failed
-  bool more = false;       // stopped at the per-turn frame budget with complete frames left
-  int64_t hello_deadline_ms = 0;
-  int64_t in_progress_ms = 0;   // last byte received, or reading resumed
-  int64_t out_progress_ms = 0;  // last byte sent, or output became non-empty
-};
-
 int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
 
-struct Server::Impl {
-  ServerOptions opts;
-  sched::Registry reg;
-  Fd listener;
-  std::string address;
-  int wake[2] = {-1, -1};
-  std::atomic<bool> stop{false};
-  std::thread thread;
-  std::map<sched::ClientId, Conn> conns;
-  std::map<std::string, int> per_host;
-  sched::ClientId next_client = 1;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  int64_t now_ms = steady_ms();
-  int64_t accept_paused_until_ms = 0;
-  RefusalLog refusals;
-  ServerStats counters;             // this thread's running counts
-  mutable std::mutex stats_mu;
-  ServerStats published;            // the snapshot stats() returns
-
-  explicit Impl(const ServerOptions& o) : opts(o), reg(o.sched) {}
-  sched::Time now() const {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-  }
-  void serve();
-  void turn();
-  void accept_some();
-  void refuse_connection(int fd, const std::string& host, const std::string& why);
-  void serve_conn(sched::ClientId id, Conn& c, short revents);
-  [[nodiscard]] bool paused(const Conn& c) const { return c.out.size() > opts.output_pause_bytes; }
-  [[nodiscard]] bool wants_input(const Conn& c) const;
-  void read_some(Conn& c);
-  bool flush(Conn& c);  // true when bytes went out
-  void handle_frames(sched::ClientId id, Conn& c);
-  void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
-  void check_deadlines(sched::ClientId id, Conn& c);
-  void apply(const sched::Event& ev);
-  template <typename Encode>
-  void queue(sched::ClientId id, const char* what, Encode&& encode);
-  void send_reply(const sched::Reply& r, size_t max_detail = kMaxDetailBytes);
-  void reject(sched::ClientId id, Conn& c, uint64_t req, sched::Status st, const std::string& kind,
-              const std::string& why);
-  void refuse(sched::ClientId id, uint64_t req, sched::Status st, const std::string& kind, const std::string& why);
-  void fail(sched::ClientId id, Conn& c, const std::string& kind, const std::string& why);
-  void sweep();
-  void drop(sched::ClientId id);
-  void publish_stats();
-  [[nodiscard]] std::string describe_server() const;
-  void log(const std::string& s) const {
-    if (opts.verbose) std::fprintf(stderr, "tensorhub-registry: %s\n", s.c_str());
-  }
-  void refusal(const std::string& kind, const std::string& why) {
-    ++counters.refusals;
-    refusals.add(kind, why, now_ms);
-  }
-};
+Server::Impl::Impl(const ServerOptions& o) : opts(o), reg(o.sched), now_ms(steady_ms()) {}
 
 Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) {
   auto positive = [](long long v, const char* name) {
@@ -129,7 +63,7 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   if (opts.max_output_bytes < opts.output_pause_bytes) {
     throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
   }
-  HostPort hp = parse_host_port(opts.listen);
+  HostPort hp = parse_host_port(opts.listen.empty() ? advertised_host("") + ":0" : opts.listen);
   uint16_t port = 0;
   impl_->listener = listen_tcp(hp, &port);
   fcntl(impl_->listener.get(), F_SETFL, fcntl(impl_->listener.get(), F_GETFL) | O_NONBLOCK);
@@ -289,8 +223,8 @@ void Server::Impl::refuse_connection(int fd, const std::string& host, const std:
 bool Server::Impl::wants_input(const Conn& c) const {
   if (c.closing || c.failed || c.gone || paused(c)) return false;
   if (c.more) return false;  // complete frames are waiting: the kernel buffers the rest
-  // Before HELLO, no more than one HELLO frame is ever buffered.
-  return c.hello || c.in.size() < kHeaderBytes + kMaxHelloPayload;
+  // Before authentication, no more than one handshake frame is ever buffered.
+  return c.phase == Phase::kReady || c.in.size() < kHeaderBytes + kMaxHelloPayload;
 }
 
 void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
@@ -303,7 +237,7 @@ void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
   if (!c.out.empty()) sent = flush(c) || sent;  // most replies go out now, without waiting a turn
   // A client we stopped reading (its replies are unread) cannot be heard: its heartbeats wait
   // in our socket. That it takes our bytes is its sign of life until we read again.
-  if (sent && c.hello && !c.gone && paused(c)) apply(sched::Heartbeat{id});
+  if (sent && c.phase == Phase::kReady && !c.gone && paused(c)) apply(sched::Heartbeat{id});
   check_deadlines(id, c);
   // While we hold its input back (frames waiting, replies unread, closing), a partial frame
   // is our doing, not the peer's: its clock starts when we read again.
@@ -315,7 +249,7 @@ void Server::Impl::read_some(Conn& c) {
   size_t budget = opts.read_bytes_per_turn;
   while (budget > 0) {
     size_t want = std::min(budget, sizeof buf);
-    if (!c.hello) {
+    if (c.phase != Phase::kReady) {
       size_t cap = kHeaderBytes + kMaxHelloPayload;
       if (c.in.size() >= cap) break;
       want = std::min(want, cap - c.in.size());
@@ -370,13 +304,19 @@ void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
     } catch (const CodecError& e) {
       return reject(id, c, 0, sched::Status::kArg, "frame", std::string("malformed frame: ") + e.what());
     }
-    // Before HELLO the header alone decides: no payload is awaited that HELLO cannot be.
-    if (!c.hello && h.type != MsgType::kHello) {
+    // Before authentication the header alone decides: no payload is awaited that the next
+    // handshake message cannot be, and no request is read, let alone answered.
+    if (c.phase == Phase::kHello && h.type != MsgType::kHello) {
       return reject(id, c, h.req, sched::Status::kState, "hello", "the first message must be HELLO");
     }
-    if (!c.hello && h.length > kMaxHelloPayload) {
+    if (c.phase == Phase::kChallenged && h.type != MsgType::kAuth) {
+      return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                    std::string("not authenticated: a ") + type_name(h.type) +
+                        " before the AUTH that must answer the registry's CHALLENGE");
+    }
+    if (c.phase != Phase::kReady && h.length > kMaxHelloPayload) {
       return reject(id, c, h.req, sched::Status::kArg, "hello",
-                    "a HELLO of " + std::to_string(h.length) + " bytes (at most " +
+                    std::string("a ") + type_name(h.type) + " of " + std::to_string(h.length) + " bytes (at most " +
                         std::to_string(kMaxHelloPayload) + ")");
     }
     if (v.size() < kHeaderBytes + h.length) return;
@@ -392,9 +332,10 @@ void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
 
 void Server::Impl::check_deadlines(sched::ClientId id, Conn& c) {
   if (c.failed || c.gone) return;
-  if (!c.hello && !c.closing && now_ms >= c.hello_deadline_ms) {
+  if (c.phase != Phase::kReady && !c.closing && now_ms >= c.hello_deadline_ms) {
     return reject(id, c, 0, sched::Status::kState, "hello",
-                  "no HELLO within " + std::to_string(opts.hello_timeout_ms) + " ms of connecting");
+                  std::string(c.phase == Phase::kHello ? "no HELLO" : "no AUTH") + " within " +
+                      std::to_string(opts.hello_timeout_ms) + " ms of connecting");
   }
   // A partial frame that gets no byte while we read: a stalled or silent peer.
   if (wants_input(c) && !c.in.empty() && now_ms - c.in_progress_ms >= opts.frame_timeout_ms) {
@@ -411,21 +352,12 @@ void Server::Impl::check_deadlines(sched::ClientId id, Conn& c) {
 
 void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
   try {
-    if (h.type == MsgType::kHello) {
-      if (c.hello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
-      Hello hello = decode_hello(payload);
-      if (!opts.auth_token.empty() && hello.token != opts.auth_token) {
-        return reject(id, c, h.req, sched::Status::kAuth, "auth", "the registry refused the auth token");
-      }
-      c.hello = true;
-      apply(sched::Connect{id, hello.datacenter.empty() ? "default" : hello.datacenter});
-      sched::Reply r{};
-      r.client = id;
-      r.req = h.req;
-      send_reply(r);
-      return;
-    }
+    if (h.type == MsgType::kHello) return on_hello(id, c, h, payload);
+    if (h.type == MsgType::kAuth) return on_auth(id, c, h, payload);
     if (h.type == MsgType::kDescribe) {
+      if (!payload.empty()) {  // an empty message, checked like every other: nothing trails
+        throw CodecError(std::to_string(payload.size()) + " trailing bytes (DESCRIBE has no payload)");
+      }
       apply(sched::Heartbeat{id});  // any frame is a sign of life
       sched::Reply r{};
       r.client = id;
@@ -465,6 +397,59 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
     reject(id, c, h.req, sched::Status::kInternal, "internal",
            std::string("internal error on ") + type_name(h.type) + ": " + e.what());
   }
+}
+
+// HELLO: without a token the client is admitted; with one, a HELLO that repeats a recent
+// client nonce is refused as a replay, and any other is challenged with a fresh nonce of ours,
+// so that no earlier handshake's AUTH can answer it.
+void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
+  if (c.phase != Phase::kHello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
+  Hello hello = decode_hello(payload);
+  c.datacenter = std::move(hello.datacenter);  // as sent: the proofs cover it
+  if (opts.auth_token.empty()) {
+    admit(id, c);
+    sched::Reply r{};
+    r.client = id;
+    r.req = h.req;
+    send_reply(r);
+    return;
+  }
+  if (hello_nonces.seen_before(hello.nonce)) {
+    return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                  "replayed HELLO: its nonce was used by an earlier connection (a client draws a fresh one "
+                  "for every connection)");
+  }
+  c.client_nonce = std::move(hello.nonce);
+  c.registry_nonce = random_bytes(kNonceBytes);  // getrandom: fresh for every connection
+  c.phase = Phase::kChallenged;
+  queue(id, "a challenge", [&] { return encode_frame(MsgType::kChallenge, h.req, encode_challenge(c.registry_nonce)); });
+}
+
+// AUTH: the client's HMAC over both nonces, compared in constant time. A wrong one is
+// answered with THUB_ERR_AUTH (and logged); a right one with the registry's own proof.
+void Server::Impl::on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
+  if (c.phase != Phase::kChallenged) {
+    return reject(id, c, h.req, sched::Status::kState, "frame", "AUTH without a CHALLENGE to answer");
+  }
+  std::string proof = decode_auth(payload);
+  Transcript t{c.client_nonce, c.registry_nonce, c.datacenter};
+  if (!constant_time_equal(proof, client_proof(opts.auth_token, t))) {
+    return reject(id, c, h.req, sched::Status::kAuth, "auth",
+                  "authentication failed: the client's proof does not match the registry's auth token (wrong "
+                  "token)");
+  }
+  std::string ours = registry_proof(opts.auth_token, t);
+  c.client_nonce.clear();
+  c.registry_nonce.clear();
+  queue(id, "AUTH_OK", [&] { return encode_frame(MsgType::kAuthOk, h.req, encode_auth_ok(ours)); });
+  admit(id, c);
+}
+
+void Server::Impl::admit(sched::ClientId id, Conn& c) {
+  c.phase = Phase::kReady;
+  log("client " + std::to_string(id) + " (" + c.host + ") authenticated" +
+      (opts.auth_token.empty() ? " (the registry has no token)" : ""));
+  apply(sched::Connect{id, c.datacenter.empty() ? "default" : c.datacenter});
 }
 
 void Server::Impl::apply(const sched::Event& ev) {
@@ -561,7 +546,7 @@ void Server::Impl::sweep() {
 void Server::Impl::drop(sched::ClientId id) {
   auto it = conns.find(id);
   if (it == conns.end()) return;
-  bool hello = it->second.hello;
+  bool hello = it->second.phase == Phase::kReady;
   log("client " + std::to_string(id) + " disconnected");
   auto h = per_host.find(it->second.host);
   if (h != per_host.end() && --h->second <= 0) per_host.erase(h);
@@ -574,7 +559,7 @@ void Server::Impl::publish_stats() {
   s.connections = conns.size();
   s.before_hello = s.paused = s.input_bytes = s.output_bytes = 0;
   for (const auto& [id, c] : conns) {
-    s.before_hello += c.hello ? 0 : 1;
+    s.before_hello += c.phase == Phase::kReady ? 0 : 1;
     s.paused += paused(c) ? 1 : 0;
     s.input_bytes += c.in.size();
     s.output_bytes += c.out.size();
@@ -593,7 +578,7 @@ std::string Server::Impl::describe_server() const {
   return "server: connections " + std::to_string(s.connections) + " (before hello " + std::to_string(s.before_hello) +
          ", paused " + std::to_string(s.paused) + "), input " + std::to_string(s.input_bytes) + " B, output " +
          std::to_string(s.output_bytes) + " B, refusals " + std::to_string(s.refusals) + ", accept pauses " +
-         std::to_string(s.accept_pauses) + "\n";
+         std::to_string(s.accept_pauses) + ", internal errors " + std::to_string(s.internal_errors) + "\n";
 }
 
 }  // namespace thub::registry

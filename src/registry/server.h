@@ -20,8 +20,10 @@ class InfoMap;
 namespace thub::registry {
 
 struct ServerOptions {
-  std::string listen = "0.0.0.0:0";  // host:port; port 0 = ephemeral
-  std::string auth_token;            // when set, clients must present it in HELLO
+  // host:port (port 0: ephemeral; 0.0.0.0 or * for every interface); "": the one address the
+  // registry advertises (advertised_host: the first non-loopback IPv4 interface), port 0.
+  std::string listen;
+  std::string auth_token;             // when set, clients must prove they know it (CHALLENGE, AUTH)
   sched::Config sched;
   int tick_ms = 100;                 // how often deadlines are checked
   bool verbose = false;              // log connections and protocol errors to stderr
@@ -58,7 +60,7 @@ struct ServerOptions {
 // What the registry holds for its peers now (and at most, since it started).
 struct ServerStats {
   uint64_t connections = 0;        // open
-  uint64_t before_hello = 0;       // of those, not yet past HELLO
+  uint64_t before_hello = 0;       // of those, not yet past the handshake (HELLO, and AUTH with a token)
   uint64_t paused = 0;             // of those, not read: too many unread replies
   uint64_t input_bytes = 0;        // buffered requests, not yet handled
   uint64_t output_bytes = 0;       // queued replies, not yet taken by the kernel
@@ -67,6 +69,7 @@ struct ServerStats {
   uint64_t refusals = 0;           // connections refused or closed for a limit, bad input included
   uint64_t accept_pauses = 0;      // accept() failed for lack of descriptors or memory
   uint64_t frames = 0;             // frames handled
+  uint64_t internal_errors = 0;    // bugs caught (an exception in the loop, the state machine, a reply): should stay 0
 };
 
 class Server {

@@ -1,6 +1,7 @@
 // The registry's settings from info keys: one reading for the embedded registry (THUB_Init)
 // and the daemon (tensorhub-registry turns its flags into the same keys).
 #include "src/common/info.h"
+#include "src/registry/auth.h"
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
 
@@ -9,8 +10,8 @@ namespace thub::registry {
 ServerOptions ServerOptions::from_info(const InfoMap& info) {
   ServerOptions o;
   o.listen = info.get<info_key("registry_listen")>();
-  (void)parse_host_port(o.listen);  // validate early
-  o.auth_token = info.get<info_key("auth_token")>();
+  if (!o.listen.empty()) (void)parse_host_port(o.listen);  // validate early ("": the advertised address)
+  o.auth_token = token_from(info.get<info_key("auth_token")>(), info.get<info_key("auth_token_file")>());
   o.sched.heartbeat_timeout = info.get<info_key("heartbeat_timeout_ms")>() * 1000;
   o.sched.pipeline = info.get<info_key("pipeline")>();
   o.sched.max_readers_per_source = static_cast<int>(info.get<info_key("max_readers")>());

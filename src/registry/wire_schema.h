@@ -107,6 +107,21 @@ struct Stored {
   }
 };
 
+// A string of exactly `size` bytes (a nonce, a proof): another size is malformed (its length
+// is checked against the input before anything is copied, as for every string).
+struct Exact {
+  size_t size;
+  const char* what;
+  static constexpr size_t kMinBytes = 4;
+  void put(Writer& w, const std::string& v) const { w.str(v); }
+  void get(Reader& r, std::string& v) const {
+    v = r.str();
+    if (v.size() != size) {
+      throw CodecError(std::string(what) + " has " + std::to_string(v.size()) + " bytes, not " + std::to_string(size));
+    }
+  }
+};
+
 // ---- fields and messages -------------------------------------------------------------------
 
 template <class P, class M, class K>

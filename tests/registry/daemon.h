@@ -19,6 +19,7 @@ namespace thub::registry::test {
 struct Daemon {
   std::unique_ptr<thub::test::PeerProcess> proc;
   std::string address;
+  std::string startup;  // what it wrote up to "listening ..." (warnings), or why it did not start
 
   // `shell_prefix` runs before exec (e.g. "ulimit -n 64;"); stderr is merged into stdout so
   // that tests can read the daemon's log lines with next_line().
@@ -27,8 +28,15 @@ struct Daemon {
     for (const auto& a : args) cmd += " " + a;
     cmd += " 2>&1";
     proc = std::make_unique<thub::test::PeerProcess>("/bin/sh", std::vector<std::string>{"-c", cmd});
-    std::string line = proc->reply(30);
-    if (line.rfind("listening ", 0) == 0) address = line.substr(10);
+    for (int i = 0; i < 8; ++i) {  // warnings may come first
+      std::string line = proc->reply(30);
+      if (line.rfind("listening ", 0) == 0) {
+        address = line.substr(10);
+        break;
+      }
+      startup += line + "\n";
+      if (line == "timeout" || line == "eof") break;
+    }
   }
   ~Daemon() {
     if (proc) proc->signal(SIGTERM);  // stop it now; PeerProcess reaps it (SIGKILL if it hangs)

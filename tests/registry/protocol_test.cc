@@ -97,6 +97,8 @@ TEST(ProtocolTest, DeferralAndAnswersComeFromTheSchema) {
   EXPECT_EQ(answer_to(MsgType::kReplicate), MsgType::kReply);
   EXPECT_EQ(answer_to(MsgType::kHeartbeat), MsgType::kHeartbeat);
   EXPECT_EQ(answer_to(MsgType::kInfo), MsgType::kSnapshot);
+  EXPECT_EQ(answer_to(MsgType::kAuth), MsgType::kAuthOk);
+  EXPECT_EQ(answer_to(MsgType::kHello), MsgType::kReply);  // or, from a registry with a token, CHALLENGE
   EXPECT_STREQ(type_name(static_cast<MsgType>(4242)), "UNKNOWN");
 }
 

@@ -15,6 +15,8 @@
 #include <string_view>
 
 #include "src/common/codec.h"
+#include "src/common/crypto.h"
+#include "src/registry/auth.h"
 #include "src/registry/protocol.h"
 #include "src/registry/socket.h"
 
@@ -62,11 +64,20 @@ class RawClient {
       if (f->header.type == MsgType::kReply) return f->reply();
     }
   }
-  // HELLO and its answer; true when accepted.
+  // The handshake (HELLO; with a token CHALLENGE, AUTH, AUTH_OK); true when accepted.
   bool hello(const std::string& token = "", const std::string& dc = "dc") {
-    if (!send_frame(MsgType::kHello, 1, encode_hello({token, dc}))) return false;
-    auto r = read_reply();
-    return r && r->status == sched::Status::kOk;
+    const std::string nonce = random_bytes(kNonceBytes);
+    if (!send_frame(MsgType::kHello, 1, encode_hello({nonce, dc}))) return false;
+    auto f = read_frame();
+    if (!f) return false;
+    if (f->header.type == MsgType::kReply) return f->reply().status == sched::Status::kOk;
+    if (f->header.type != MsgType::kChallenge) return false;
+    const std::string theirs = decode_challenge(f->payload);
+    const Transcript t{nonce, theirs, dc};
+    if (!send_frame(MsgType::kAuth, 2, encode_auth(client_proof(token, t)))) return false;
+    f = read_frame();
+    return f && f->header.type == MsgType::kAuthOk &&
+           decode_auth_ok(f->payload) == registry_proof(token, t);
   }
   // True once the registry closed this connection (reading and discarding what it sent
   // before); false if it is still open when the guard passes.

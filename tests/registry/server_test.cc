@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "src/common/status.h"
+#include "src/registry/auth.h"
 #include "src/registry/connection.h"
 #include "src/registry/protocol.h"
 #include "src/registry/server.h"
@@ -74,7 +75,7 @@ TEST(ServerTest, RequestBeforeHelloIsRefused) {
 TEST(ServerTest, TruncatedMessageBodyIsRefused) {
   RunningServer rs;
   Fd fd = connect_tcp(parse_host_port(rs.server->address()), 2000);
-  std::string hello = encode_frame(MsgType::kHello, 1, encode_hello({"", "dc"}));
+  std::string hello = encode_frame(MsgType::kHello, 1, encode_hello({std::string(kNonceBytes, 'n'), "dc"}));
   ASSERT_TRUE(write_all(fd.get(), hello.data(), hello.size()));
   EXPECT_EQ(read_reply(fd.get()).status, sched::Status::kOk);
   std::string f = encode_frame(MsgType::kPublish, 2, "\x01\x02");

@@ -1,9 +1,11 @@
 // tensorhub-registry: the standalone registry daemon.
-//   tensorhub-registry [--listen HOST:PORT] [--KEY-NAME VALUE ...] [--verbose]
+//   tensorhub-registry --listen HOST:PORT [--auth-token-file FILE] [--KEY-NAME VALUE ...] [--verbose]
 // Its settings are the registry's info keys (src/common/info_keys.h): each is a flag
 // --key-name VALUE (and TENSORHUB_<KEY> in the environment; a flag wins), so the embedded
 // registry and the daemon read the same keys the same way.
 // Prints "listening HOST:PORT" once ready (port 0 picks a free one), serves until SIGINT/SIGTERM.
+// It listens on HOST only: there is no default address, and every interface only when asked
+// (0.0.0.0 or *); docs/security.md.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -17,6 +19,7 @@
 #include "src/common/nearest_name.h"
 #include "src/common/status.h"
 #include "src/registry/server.h"
+#include "src/registry/socket.h"
 #include "tools/vocabulary/render.h"
 
 namespace {
@@ -27,8 +30,11 @@ void on_signal(int) {
 
 int usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s [--listen HOST:PORT] [--KEY-NAME VALUE ...] [--verbose]\n"
+               "usage: %s --listen HOST:PORT [--auth-token-file FILE] [--KEY-NAME VALUE ...] [--verbose]\n"
                "The TensorHub registry: records which worker holds which version; moves no data.\n"
+               "It listens on HOST only (0.0.0.0:PORT or *:PORT: every interface). With a token, every\n"
+               "client must prove it knows it (HMAC challenge-response; the token never travels); the\n"
+               "token file must be readable by its owner only (chmod 600). docs/security.md.\n"
                "Settings (the registry's info keys; each also TENSORHUB_<KEY>, a flag wins):\n%s"
                "  --verbose\n"
                "      log connections and protocol errors to stderr (refusals are always logged)\n"
@@ -70,6 +76,12 @@ int main(int argc, char** argv) {
       } else if (const thub::InfoKeySpec* k = flag_key(a)) {
         if (i + 1 >= argc) throw thub::Error(thub::Code::kArg, a + " needs a value");
         settings.set(k->name, argv[++i]);
+        if (std::string(k->name) == "auth_token") {
+          std::fprintf(stderr,
+                       "tensorhub-registry: warning: %s puts the secret in the process list; prefer "
+                       "--auth-token-file\n",
+                       a.c_str());
+        }
       } else if (const thub::InfoKeySpec* b = a.rfind("--no-", 0) == 0 ? flag_key("--" + a.substr(5)) : nullptr;
                  b && b->type == thub::InfoType::kBool) {
         settings.set(b->name, "false");
@@ -86,6 +98,18 @@ int main(int argc, char** argv) {
     }
     thub::check_info_keys(settings, thub::InfoScope::kRegistry, "tensorhub-registry");
     thub::registry::ServerOptions o = thub::registry::ServerOptions::from_info(settings);
+    // No default address: the embedded registry's ("" = its advertised interface) is not one
+    // for a daemon that others are told about.
+    if (o.listen.empty()) {
+      throw thub::Error(thub::Code::kArg,
+                        "--listen HOST:PORT is required (the address to serve on; 0.0.0.0:PORT for every interface)");
+    }
+    const std::string host = thub::registry::parse_host_port(o.listen).host;
+    if (o.auth_token.empty() && (host.empty() || host == "0.0.0.0")) {
+      std::fprintf(stderr,
+                   "tensorhub-registry: warning: listening on every interface without an auth token: anyone "
+                   "who reaches this port may publish, replicate and learn where the weights are\n");
+    }
     o.verbose = verbose;
     // A daemon serving thousands of clients needs the descriptors its hard limit allows;
     // beyond them, accept() fails with EMFILE and the server pauses accepting (logged).

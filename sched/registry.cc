@@ -52,13 +52,16 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
           touch(e.client);
       },
       ev);
-  expire();
+  quiet_ = false;
+  const bool expired = expire();
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, Tick>) {
+          quiet_ = true;
         } else if constexpr (std::is_same_v<E, Heartbeat>) {
           touch(e.client);
+          quiet_ = true;
         } else if constexpr (std::is_same_v<E, Connect> || std::is_same_v<E, Disconnect>) {
           on(e);
         } else if constexpr (kIsRequest<E>) {
@@ -81,7 +84,10 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
         }
       },
       ev);
-  wake();
+  // Deferred requests are retried only after a step that may have let one proceed: with
+  // thousands waiting in a large fan-out, retrying them after every heartbeat and every
+  // deferral made the registry's work per version superlinear (docs/scale.md).
+  if (expired || !quiet_) wake();
   return std::move(out_);
 }
 

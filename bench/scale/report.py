@@ -20,9 +20,11 @@ import sys
 SCENARIOS = [
     ("base", "pipeline, 1 DC", "#1f77b4"),
     ("measured", "pipeline, registry at its measured speed", "#d62728"),
+    ("measured_hb60", "same, heartbeat_timeout 60 s", "#e377c2"),
     ("faults", "N/10 join, N/10 killed", "#2ca02c"),
     ("silent", "N/10 vanish (silent)", "#9467bd"),
     ("twodc", "2 DCs, 3.2 Tbit/s uplink", "#ff7f0e"),
+    ("readers2", "max_readers_per_source 2", "#8c564b"),
 ]
 
 
@@ -101,15 +103,20 @@ def tables(runs, reg):
                "joins in [0, 0.8] x ideal; *measured*: the registry's service time per request and per "
                "heartbeat set to the replay benchmark's at that N):")
     out.append("")
-    out.append("| scenario | N | completion / ideal | p50 / ideal | joiners: worst (done - join) / ideal | killed | source failures | depth max | grants (partial) | requests / version | registry busy (s, modelled) | ok |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    out.append("| scenario | N | completion / ideal | p50 / ideal | joiners: worst (done - join) / ideal | killed | source failures (by stall timeout) | replicates retried | depth max | grants (partial) | requests / version | registry busy (s, modelled) | ok |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     order = {s[0]: i for i, s in enumerate(SCENARIOS)}
     for r in sorted(runs, key=lambda r: (order.get(r["scenario"], 99), r["replicas"])):
-        out.append("| %s | %d | **%.4f** | %.4f | %s | %d | %d | %d | %d (%d) | %d | %.3g | %s |" % (
+        if not r["ok"]:
+            out.append("| %s | %d | – | – | – | – | – | – | – | %d (%d) | %d | %.3g | **no**: %s |" % (
+                r["scenario"], r["replicas"], r["grants"], r["partial_grants"], r["requests_total"],
+                r["registry_busy_s"], r["error"]))
+            continue
+        out.append("| %s | %d | **%.4f** | %.4f | %s | %d | %d (%d) | %d | %d | %d (%d) | %d | %.3g | yes |" % (
             r["scenario"], r["replicas"], r["ratio"], r["p50_s"] / r["ideal_s"] if r["ideal_s"] else 0,
             "%.4f" % r["joiner_worst_ratio"] if r["replicas_joined"] else "–", r["replicas_killed"],
-            r["source_failures"], r["depth_max"], r["grants"], r["partial_grants"], r["requests_total"],
-            r["registry_busy_s"], "yes" if r["ok"] else "**no**: " + r["error"]))
+            r["source_failures"], r.get("stall_timeouts", 0), r.get("retries", 0), r["depth_max"], r["grants"],
+            r["partial_grants"], r["requests_total"], r["registry_busy_s"]))
     return "\n".join(out)
 
 
@@ -179,12 +186,16 @@ def svg(runs, path):
     ly = T + 10
     for name, label, color in SCENARIOS:
         pts = sorted((r["replicas"], r["ratio"]) for r in runs if r["scenario"] == name and r["ok"])
-        if not pts:
+        if not pts and not any(r["scenario"] == name for r in runs):
             continue
         s.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
             color, " ".join("%.1f,%.1f" % (X(n), Y(v)) for n, v in pts)))
         for n, v in pts:
             s.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (X(n), Y(v), color))
+        for r in runs:  # a run that did not finish (e.g. the registry dropped live clients): x on top
+            if r["scenario"] == name and not r["ok"]:
+                x, y = X(r["replicas"]), T + 8
+                s.append('<path d="M%.1f,%.1f l8,8 m0,-8 l-8,8" stroke="%s" stroke-width="2"/>' % (x - 4, y - 4, color))
         s.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>' % (L + pw + 12, ly, L + pw + 32, ly, color))
         s.append('<text x="%d" y="%d">%s</text>' % (L + pw + 38, ly + 4, label))
         ly += 20

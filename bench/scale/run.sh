@@ -12,6 +12,7 @@
 set -eu
 build=build
 ns="1 10 100 1000"
+max_slow=1000  # the largest N for the silent and measured scenarios (the slowest to simulate)
 jobs=2
 reps=3
 bench=1
@@ -55,15 +56,19 @@ for n in $ns; do
   tenth=$((n / 10))
   [ "$tenth" -ge 1 ] || tenth=1
   kills=$((n / 10))
-  for scenario in base measured faults silent twodc; do
+  for scenario in base measured measured_hb60 faults silent twodc readers2; do
     case "$scenario" in
       base) args="" ;;
       measured)
-        [ -f "$out/scale-registry.json" ] || continue
+        [ -f "$out/scale-registry.json" ] && [ "$n" -le "$max_slow" ] || continue
         args=$(service "$n") ;;
+      measured_hb60)  # the same, but the registry waits 60 s before it drops a silent client
+        [ -f "$out/scale-registry.json" ] && [ "$n" -ge 300 ] && [ "$n" -le "$max_slow" ] || continue
+        args="$(service "$n") --heartbeat-timeout-ms 60000" ;;
       faults) args="--joins $tenth --deaths $kills" ;;
-      silent) [ "$kills" -ge 1 ] || continue; args="--deaths $kills --silent" ;;
+      silent) [ "$kills" -ge 1 ] && [ "$n" -le "$max_slow" ] || continue; args="--deaths $kills --silent" ;;
       twodc) [ "$n" -ge 2 ] || continue; args="--dcs 2 --wan-gbit 3200" ;;
+      readers2) [ "$n" -ge 2 ] || continue; args="--max-readers 2" ;;
     esac
     i=$((i + 1))
     # no trailing blank: xargs -L would join the next line to this one

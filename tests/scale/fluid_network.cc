@@ -210,6 +210,14 @@ void FluidNetwork::recompute(Ns now) {
     used.erase(std::remove_if(used.begin(), used.end(), [&](int r) { return cnt_[r] == 0; }), used.end());
   }
   for (int r : used) cnt_[r] = 0;
+  for (auto& [id, f] : flows_) {
+    if (f.rate > 0) {
+      f.stalled_since = -1;
+    } else if (f.stalled_since < 0) {
+      f.stalled_since = now;
+      newly_stalled_.push_back(id);
+    }
+  }
 }
 
 std::optional<Ns> FluidNetwork::compute_due(Ns now) const {

@@ -51,6 +51,12 @@ class FluidNetwork {
   // dirty so that flows whose mode changed at `now` get their new rates.
   [[nodiscard]] std::vector<FlowId> completed(Ns now);
 
+  // A flow at rate 0 moves no byte, and the reader sees neither a chunk land nor its source's
+  // counter move: since when (-1: it moves). Flows stalled by the last settle() that were
+  // moving before are handed out once (the client's stall watchdog starts then).
+  [[nodiscard]] Ns stalled_since(FlowId f) const { return flows_.at(f).stalled_since; }
+  [[nodiscard]] std::vector<FlowId> take_newly_stalled() { return std::move(newly_stalled_); }
+
   [[nodiscard]] uint64_t recomputes() const { return recomputes_; }
 
  private:
@@ -64,6 +70,7 @@ class FluidNetwork {
     double rate = 0;     // bytes per ns
     double gap = 0;
     Mode mode = Mode::kBehind;
+    Ns stalled_since = -1;
   };
   struct Node {
     double total = 0;
@@ -86,6 +93,7 @@ class FluidNetwork {
   std::map<FlowId, Flow> flows_;
   std::map<int, std::vector<FlowId>> readers_;  // src node -> flows reading it (ids ascending)
   FlowId next_flow_ = 1;
+  std::vector<FlowId> newly_stalled_;
   std::vector<double> rem_;  // recompute()'s scratch, per resource
   std::vector<int> cnt_;
   std::vector<char> full_;

@@ -93,6 +93,12 @@ void World::begin_transfer(int mi, const client::BeginTransfer& a) {
   m.chunk = a.source_partial ? cfg_.pipeline_chunk_bytes : cfg_.chunk_bytes;
   m.depth = s.depth + 1;
   if (t0_ >= 0) readers_granted_[src]++;
+  if (cfg_.trace) {
+    // One line per grant carried out: who reads whom, and where each stands (bytes).
+    std::fprintf(stderr, "t=%.6f grant member %d (replica %d shard %d) <- member %d (replica %d)%s from %.0f; source holds %.0f\n",
+                 static_cast<double>(now_) * 1e-9, mi, m.replica, m.shard, src, s.replica,
+                 a.source_partial ? " partial" : "", static_cast<double>(a.start), net_.node_bytes(s.node, now_));
+  }
   hash(0x7a000000u + static_cast<uint64_t>(mi));
   hash(static_cast<uint64_t>(src));
   // The first counter read or get reaches the source one round trip later.
@@ -161,9 +167,31 @@ void World::network_due() {
   }
 }
 
+// The client's stall watchdog (src/client/transfer.cc, Job::check_stall): a transfer that
+// sees no chunk land and its source's counter not move for stall_timeout_ms reports its
+// source failed, whether the source is dead, or alive and waiting itself (a chain stalled
+// upstream), or behind the reader (a regrant to a source with less than the reader holds).
+void World::watch_stall(FlowId f) {
+  const Ns since = net_.stalled_since(f);
+  at(since + static_cast<Ns>(cfg_.stall_timeout_ms * 1e6), [this, f, since] {
+    if (!net_.has_flow(f) || net_.stalled_since(f) != since) return;
+    const int ri = flow_member_.at(f);
+    SimMember& r = *members_[static_cast<size_t>(ri)];
+    flow_member_.erase(f);
+    const double held = std::floor(net_.stop_flow(f, now_) / r.chunk) * r.chunk;
+    net_.set_held(r.node, held);
+    r.flow = 0;
+    res_.stall_timeouts++;
+    hash(0x57a11000u + static_cast<uint64_t>(ri));
+    feed(ri, client::TransferEnded{r.transfer, Code::kTransport, true, static_cast<uint64_t>(held),
+                                   "source made no progress for stall_timeout_ms"});
+  });
+}
+
 void World::settle_network() {
   if (!net_.dirty()) return;
   net_.settle(now_);
+  for (FlowId f : net_.take_newly_stalled()) watch_stall(f);
   const uint64_t gen = ++net_gen_;
   if (auto due = net_.next_due()) at(*due, [this, gen] {
       if (gen == net_gen_) network_due();

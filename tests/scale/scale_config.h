@@ -63,7 +63,8 @@ struct ScaleConfig {
   double disconnect_ms = 1;         // the registry sees a killed client's connection close
 
   uint64_t seed = 1;
-  bool record_registry_trace = false;  // keep every (event, time) stepped (for the replay bench)
+  bool record_registry_trace = false;
+  bool trace = false;               // print every grant carried out (stderr)  // keep every (event, time) stepped (for the replay bench)
 };
 
 }  // namespace thub::scale

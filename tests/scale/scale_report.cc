@@ -58,7 +58,8 @@ std::string to_json(const ScaleConfig& c, const ScaleResult& r) {
     first = false;
   }
   o << "},\"grants\":" << r.grants << ",\"partial_grants\":" << r.partial_grants << ",\"deferred\":" << r.deferred
-    << ",\"source_failures\":" << r.source_failures << ",\"errors\":" << r.errors << ",\"requests\":{";
+    << ",\"source_failures\":" << r.source_failures << ",\"stall_timeouts\":" << r.stall_timeouts
+    << ",\"retries\":" << r.retries << ",\"errors\":" << r.errors << ",\"requests\":{";
   first = true;
   for (const auto& [k, v] : r.requests) {
     o << (first ? "" : ",") << "\"" << k << "\":" << v;
@@ -87,7 +88,8 @@ std::string to_text(const ScaleConfig& c, const ScaleResult& r) {
   o << "  trees: depth max " << r.depth_max << ", mean " << num(r.depth_mean) << "; readers granted per member:";
   for (const auto& [k, v] : r.fanout) o << " " << k << ":" << v;
   o << "\n  registry: " << r.grants << " grants (" << r.partial_grants << " partial), " << r.deferred
-    << " deferred, " << r.errors << " errors, " << r.source_failures << " source failures; "
+    << " deferred, " << r.errors << " errors, " << r.source_failures << " source failures ("
+    << r.stall_timeouts << " by stall timeout), " << r.retries << " replicates retried; "
     << total_requests(r) << " requests (";
   bool first = true;
   for (const auto& [k, v] : r.requests) {

@@ -12,6 +12,8 @@
 namespace thub::scale {
 
 namespace {
+constexpr int kMaxRetries = 3;     // a rollout's THUB_Replicate is retried after an error
+constexpr double kRetryMs = 10;
 Ns ms(double x) { return static_cast<Ns>(std::llround(x * 1e6)); }
 Ns us(double x) { return static_cast<Ns>(std::llround(x * 1e3)); }
 const char* const kEventNames[] = {"connect", "disconnect", "heartbeat", "tick", "open", "close",
@@ -286,6 +288,14 @@ void World::on_complete(int mi, const client::CompleteOp& c) {
   if (c.op != m.replicate_op) {  // the trainer's THUB_Publish
     if (c.code != Code::kSuccess) return fail("publish failed: " + c.detail);
     if (--setup_left_ == 0) start_fanout();
+    return;
+  }
+  if (c.code != Code::kSuccess && m.retries < kMaxRetries) {
+    // A rollout loop asks again (from scratch: a new operation refills the buffers).
+    ++m.retries;
+    res_.retries++;
+    hash(0x2e000000u + static_cast<uint64_t>(mi));
+    at(now_ + ms(kRetryMs), [this, mi] { replicate(mi); });
     return;
   }
   m.done = now_;

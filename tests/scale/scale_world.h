@@ -42,6 +42,7 @@ struct SimMember {
   Ns asked = -1, done = -1;
   int64_t version = -1;
   bool failed = false;
+  int retries = 0;                // THUB_Replicate called again after an error
 };
 
 struct SimReplica {
@@ -84,6 +85,7 @@ class World {
   void fail_transfer(int mi, Ns after, uint64_t held);
   void fail_readers(int node_member, Ns after);
   void network_due();
+  void watch_stall(FlowId f);
   void settle_network();
 
   const ScaleConfig cfg_;

@@ -33,7 +33,8 @@ void usage() {
                "  [--ctl-us X] [--wan-us X] [--rtt-us X]\n"
                "  [--registry-replicate-us X] [--registry-request-us X] [--registry-heartbeat-us X]\n"
                "  [--chunk B] [--pipeline-chunk B] [--max-readers R] [--no-pipeline]\n"
-               "  [--joins J] [--deaths K] [--silent] [--spread-us X] [--seed S] [--json]\n");
+               "  [--joins J] [--deaths K] [--silent] [--spread-us X] [--seed S]\n"
+               "  [--heartbeat-timeout-ms X] [--stall-timeout-ms X] [--trace] [--json]\n");
 }
 
 }  // namespace
@@ -63,12 +64,16 @@ int main(int argc, char** argv) {
       {"--deaths", [&](const char* v) { c.deaths = std::atoi(v); }},
       {"--spread-us", [&](const char* v) { c.start_spread_us = std::atof(v); }},
       {"--seed", [&](const char* v) { c.seed = std::strtoull(v, nullptr, 10); }},
+      {"--heartbeat-timeout-ms", [&](const char* v) { c.heartbeat_timeout_ms = std::atof(v); }},
+      {"--stall-timeout-ms", [&](const char* v) { c.stall_timeout_ms = std::atof(v); }},
   };
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) {
       json = true;
     } else if (!std::strcmp(argv[i], "--no-pipeline")) {
       c.pipeline = false;
+    } else if (!std::strcmp(argv[i], "--trace")) {
+      c.trace = true;
     } else if (!std::strcmp(argv[i], "--silent")) {
       c.silent_deaths = true;
     } else if (auto it = flags.find(argv[i]); it != flags.end() && i + 1 < argc) {

@@ -7,7 +7,9 @@
       repetitions) at the benchmarked N nearest to N,
       with the rollouts' start spread of thub_scale's default.
   report.py report SCALE_JSONL REGISTRY_JSON DOC_MD SVG
-      writes the tables between the BEGIN/END scale-* markers of DOC_MD and draws SVG.
+      writes the tables between the BEGIN/END scale-* markers of DOC_MD and draws SVG; the
+      registry table also shows REGISTRY-before.json and REGISTRY-before-300.json (the same
+      benchmark built without the wake() fix) when they are there.
 
 Standard library only (Debian's python3 here has no matplotlib): the SVG is written by hand.
 """
@@ -120,14 +122,15 @@ def tables(runs, reg):
     return "\n".join(out)
 
 
-def registry_table(reg):
-    out = ["| N | start spread | registry CPU / version (median) | events / version | per replica | per Replicate / SourceFailed | per other request | per heartbeat or tick |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+def registry_table(reg, before):
+    out = ["| N | start spread | registry CPU / version | before the wake() fix | events / version | per replica | per Replicate / SourceFailed | per other request | per heartbeat or tick |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (n, spread) in sorted(reg, key=lambda k: (k[1], k[0])):
         b = reg[(n, spread)]
-        out.append("| %d | %s | %.3g ms | %d | %.3g us | %.3g us | %.3g us | %.3g us |" % (
-            n, "%d us" % spread if spread else "0", ms(b), b["events"], ms(b) * 1e3 / n,
-            b["us_per_replicate"], b["us_per_request"], b["us_per_heartbeat"]))
+        old = before.get((n, spread))
+        out.append("| %d | %s | **%.3g ms** | %s | %d | %.3g us | %.3g us | %.3g us | %.3g us |" % (
+            n, "%d us" % spread if spread else "0", ms(b), "%.3g ms" % ms(old) if old else "–", b["events"],
+            ms(b) * 1e3 / n, b["us_per_replicate"], b["us_per_request"], b["us_per_heartbeat"]))
     return "\n".join(out)
 
 
@@ -155,7 +158,7 @@ def svg(runs, path):
         xmax = xmin + 1
     ymax = max([1.4] + [r["ratio"] for r in runs if r["ok"]])
     ymax = math.ceil(ymax * 5) / 5
-    ymin = 0.9
+    ymin = 0.8
 
     def X(n):
         return L + (math.log10(n) - xmin) / (xmax - xmin) * pw
@@ -167,7 +170,7 @@ def svg(runs, path):
          '<rect width="100%" height="100%" fill="white"/>',
          '<text x="%d" y="18" font-size="14">Fan-out of one version: completion / ideal vs rollout replicas (simulated)</text>' % L]
     step = 0.1 if ymax - ymin <= 1.2 else 0.5 if ymax - ymin <= 5 else 1.0
-    v = ymin
+    v = 1.0
     while v <= ymax + 1e-9:
         y = Y(v)
         s.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (L, y, L + pw, y))
@@ -213,7 +216,11 @@ def main():
         doc = open(sys.argv[4]).read()
         doc = replace(doc, "scale-results", tables(runs, reg))
         if reg:
-            doc = replace(doc, "scale-registry", registry_table(reg))
+            before = {}
+            base = os.path.splitext(sys.argv[3])[0]
+            for suffix in ("-before.json", "-before-300.json"):
+                before.update(load_registry(base + suffix))
+            doc = replace(doc, "scale-registry", registry_table(reg, before))
         open(sys.argv[4], "w").write(doc)
         svg(runs, sys.argv[5])
         return

@@ -134,6 +134,9 @@ void World::fail_transfer(int mi, Ns after, uint64_t held) {
     SimMember& r = *members_[static_cast<size_t>(mi)];
     if (!r.alive || r.transfer != t) return;
     hash(0xfa000000u + static_cast<uint64_t>(mi));
+    if (cfg_.trace)
+      std::fprintf(stderr, "t=%.6f source of member %d (replica %d) failed; holds %llu\n",
+                   static_cast<double>(now_) * 1e-9, mi, r.replica, static_cast<unsigned long long>(held));
     feed(mi, client::TransferEnded{t, Code::kTransport, true, held, "source failed"});
   });
 }

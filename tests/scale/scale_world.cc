@@ -152,6 +152,7 @@ void World::kill_replica(int replica) {
   SimReplica& rep = replicas_[static_cast<size_t>(replica)];
   rep.killed = true;
   rep.killed_at = now_;
+  if (cfg_.trace) std::fprintf(stderr, "t=%.6f replica %d dies\n", static_cast<double>(now_) * 1e-9, replica);
   res_.replicas_killed++;
   const Ns detect = cfg_.silent_deaths ? ms(cfg_.stall_timeout_ms) : ms(cfg_.detect_kill_ms);
   for (int s = 0; s < cfg_.shards; ++s) {

@@ -99,5 +99,22 @@ TEST(ScaleTest, RemoteDatacenterLimitedByItsUplinkOnly) {
   EXPECT_LT(r.p50_s, r.completion_s / 2);  // the trainer's datacenter is not held back
 }
 
+// Open finding (docs/scale.md): after a source failure the registry may hand the reader a
+// partial source that holds less than the reader itself (a replica that joined a moment ago
+// and holds nothing): the source choice knows load and completeness, not progress. The
+// reader, and every replica chained behind it, then waits for the newcomer to catch up: 1.41 x
+// ideal here (thub_scale --replicas 150 --joins 300 --deaths 40 --seed 12 --trace shows the
+// regrant "partial from 102284918784; source holds 0"). Enabled once the registry avoids it.
+TEST(ScaleTest, DISABLED_RegrantNeverWaitsForASourceBehindIt) {
+  ScaleConfig c;
+  c.replicas = 150;
+  c.joins = 300;
+  c.deaths = 40;
+  c.seed = 12;
+  ScaleResult r = run_scale(c);
+  expect_everyone_done(c, r);
+  EXPECT_LT(r.ratio, 1.1);
+}
+
 }  // namespace
 }  // namespace thub::scale

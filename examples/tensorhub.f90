@@ -8,11 +8,24 @@ module tensorhub
   use, intrinsic :: iso_c_binding
   implicit none
 
-  integer(c_int), parameter :: THUB_SUCCESS = 0, THUB_IN_PROGRESS = 1, THUB_NOT_UPDATED = 2
-  integer(c_int), parameter :: THUB_ERR_ARG = -1, THUB_ERR_STATE = -2, THUB_ERR_NOT_FOUND = -3
-  integer(c_int), parameter :: THUB_ERR_LAYOUT = -4, THUB_ERR_TRANSPORT = -5, THUB_ERR_REGISTRY = -6
-  integer(c_int), parameter :: THUB_ERR_TIMEOUT = -7, THUB_ERR_NO_MEMORY = -8, THUB_ERR_UNSUPPORTED = -9
-  integer(c_int), parameter :: THUB_ERR_AUTH = -10, THUB_ERR_VERSION_LOST = -11, THUB_ERR_INTERNAL = -99
+  ! BEGIN GENERATED status-codes fortran (from src/common/status.h)
+  integer(c_int), parameter :: THUB_SUCCESS = 0
+  integer(c_int), parameter :: THUB_IN_PROGRESS = 1
+  integer(c_int), parameter :: THUB_NOT_UPDATED = 2
+  integer(c_int), parameter :: THUB_ERR_ARG = -1
+  integer(c_int), parameter :: THUB_ERR_STATE = -2
+  integer(c_int), parameter :: THUB_ERR_NOT_FOUND = -3
+  integer(c_int), parameter :: THUB_ERR_LAYOUT = -4
+  integer(c_int), parameter :: THUB_ERR_TRANSPORT = -5
+  integer(c_int), parameter :: THUB_ERR_REGISTRY = -6
+  integer(c_int), parameter :: THUB_ERR_TIMEOUT = -7
+  integer(c_int), parameter :: THUB_ERR_NO_MEMORY = -8
+  integer(c_int), parameter :: THUB_ERR_UNSUPPORTED = -9
+  integer(c_int), parameter :: THUB_ERR_AUTH = -10
+  integer(c_int), parameter :: THUB_ERR_VERSION_LOST = -11
+  integer(c_int), parameter :: THUB_ERR_CANCELED = -12
+  integer(c_int), parameter :: THUB_ERR_INTERNAL = -99
+  ! END GENERATED
   integer(c_int), parameter :: THUB_MEM_HOST = 0, THUB_MEM_CUDA = 1
   integer(c_int64_t), parameter :: THUB_LATEST = -1_c_int64_t
 

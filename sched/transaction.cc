@@ -60,6 +60,25 @@ void Core::on(const Replicate& e) {
   }
 }
 
+// Only a replicate that changed nothing yet is canceled: its member is still empty (a
+// regrant after a source failure holds part of a version; an update in place drains its
+// old holding first), and it holds no lease.
+void Core::on(const Cancel& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Pending p = pending_[i];
+    if (p.member != m->id) continue;
+    if (m->buf != Buf::kEmpty || p.in_place) break;
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+    leave_transaction(*m);
+    reply_err(p.client, p.req, Status::kCanceled, "canceled while waiting at the registry");
+    reply(make_reply(e.client, e.req));
+    return;
+  }
+  reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
+}
+
 // A partial holder is worth waiting for only if its chain of sources ends at a complete
 // holder without passing through the requester (a stalled chain never completes).
 bool Core::grounded(MemberId id, MemberId requester) const {
@@ -223,12 +242,17 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.reader_client = m.client;
   l.version = v;
   l.from_offload = pick.from_offload;
+  l.granted_at = now_;
   leases_[l.id] = l;
   leases_by_source_[src.id].insert(l.id);
   unindex(m);
   m.buf = Buf::kReceiving;
   m.version = v;
   m.own_lease = l.id;
+  if (p.kind != Pending::Kind::kRegrant) {  // a regrant resumes from what SourceFailed reported
+    m.bytes_reported = 0;
+    m.reported_at = now_;
+  }
   index(m);
   Reply r = make_reply(p.client, p.req);
   r.version = v;
@@ -338,6 +362,8 @@ void Core::on(const SourceFailed& e) {
     return reply_err(e.client, e.req, Status::kState,
                      "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
   Lease l = it->second;
+  m->bytes_reported = e.chunks_done;  // bytes of the stream held: the resume point
+  m->reported_at = now_;
   end_lease(l.id);
   mark_failed(l.source, l.from_offload, l.version);
   if (m->buf != Buf::kReceiving)

@@ -28,6 +28,7 @@ enum class Status : int {
   kTransport = -5,
   kAuth = -10,
   kVersionLost = -11,
+  kCanceled = -12,
   kInternal = -99,
 };
 
@@ -107,8 +108,14 @@ struct OffloadDone {  // retention: the member now serves `version` from host me
   std::string descriptor;
 };
 
+struct Cancel {       // THUB_Cancel: this member's deferred Replicate is answered kCanceled (and
+  ClientId client;    // this request kOk); kState when none waits (granted or answered already,
+  RequestId req;      // or an update in place, which is not canceled)
+  MemberId member;
+};
+
 using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,
-                           Replicate, TransferDone, SourceFailed, Unpublish, OffloadDone>;
+                           Replicate, TransferDone, SourceFailed, Unpublish, OffloadDone, Cancel>;
 
 // ---- actions (out) --------------------------------------------------------------------
 

@@ -13,8 +13,6 @@
 namespace thub::topo {
 namespace {
 
-constexpr const char* kXmlEnv = "TENSORHUB_TOPOLOGY_XML";
-
 class MachineTopology final : public Topology {
  public:
   explicit MachineTopology(MachineModel m) : m_(std::move(m)) {}
@@ -106,9 +104,8 @@ std::unique_ptr<Topology> Topology::load_xml(const std::string& path, std::strin
   return load(path, "hwloc XML " + path, err);
 }
 
-std::unique_ptr<Topology> Topology::load_default(std::string* err) {
-  const char* xml = std::getenv(kXmlEnv);
-  if (xml != nullptr && xml[0] != '\0') return load_xml(xml, err);
+std::unique_ptr<Topology> Topology::load_default(const std::string& xml, std::string* err) {
+  if (!xml.empty()) return load_xml(xml, err);
   return load_machine(err);
 }
 

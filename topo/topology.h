@@ -37,9 +37,10 @@ struct Location {         // where a buffer lives
 class Topology {
  public:
   virtual ~Topology() = default;
-  // TENSORHUB_TOPOLOGY_XML if set, else the running machine. Never null; on failure an
-  // empty topology with `err` filled.
-  static std::unique_ptr<Topology> load_default(std::string* err);
+  // The hwloc XML file `xml` if non-empty (the info key topology_xml, read from
+  // TENSORHUB_TOPOLOGY_XML by src/common/), else the running machine. Never null; on failure
+  // an empty topology with `err` filled.
+  static std::unique_ptr<Topology> load_default(const std::string& xml, std::string* err);
   static std::unique_ptr<Topology> load_machine(std::string* err);
   static std::unique_ptr<Topology> load_xml(const std::string& path, std::string* err);
 

@@ -33,22 +33,24 @@ extern "C" {
 
 /** @name Status codes (fixed numbers; never renumbered) */
 /**@{*/
-#define THUB_SUCCESS 0           /**< done */
-#define THUB_IN_PROGRESS 1       /**< a nonblocking operation is not finished yet */
-#define THUB_NOT_UPDATED 2       /**< THUB_Update: nothing newer is available (not an error) */
-#define THUB_ERR_ARG (-1)        /**< a bad argument (null handle, negative size, bad info value) */
-#define THUB_ERR_STATE (-2)      /**< not allowed now (register after publish, publish twice, ...) */
-#define THUB_ERR_NOT_FOUND (-3)  /**< no such model / version (never published or dropped) */
-#define THUB_ERR_LAYOUT (-4)     /**< registered tensors do not match the source's */
-#define THUB_ERR_TRANSPORT (-5)  /**< the data plane failed and no other source could finish */
-#define THUB_ERR_REGISTRY (-6)   /**< no registry could be reached */
-#define THUB_ERR_TIMEOUT (-7)    /**< a deadline given in the info passed */
-#define THUB_ERR_NO_MEMORY (-8)  /**< allocation or registration failed */
-#define THUB_ERR_UNSUPPORTED (-9)  /**< e.g. CUDA memory in a build without CUDA */
-#define THUB_ERR_AUTH (-10)      /**< the registry refused this client's credentials */
-#define THUB_ERR_VERSION_LOST (-11) /**< every holder of the version is gone; ask a newer one */
-#define THUB_ERR_CANCELED (-12)  /**< the request was canceled (THUB_Cancel) before it took effect */
-#define THUB_ERR_INTERNAL (-99)  /**< a bug: please report */
+/* BEGIN GENERATED status-codes c-defines (from src/common/status.h: cmake --build build --target update-generated-lists) */
+#define THUB_SUCCESS          0       /**< done */
+#define THUB_IN_PROGRESS      1       /**< a nonblocking operation is not finished yet */
+#define THUB_NOT_UPDATED      2       /**< THUB_Update: nothing newer than the held version is available (not an error) */
+#define THUB_ERR_ARG          (-1)    /**< a bad argument (null handle, negative size, bad info key or value) */
+#define THUB_ERR_STATE        (-2)    /**< not allowed now (register after publish, publish twice, ...) */
+#define THUB_ERR_NOT_FOUND    (-3)    /**< no such model / version (never published, or dropped) */
+#define THUB_ERR_LAYOUT       (-4)    /**< registered tensors do not match the source's */
+#define THUB_ERR_TRANSPORT    (-5)    /**< the data plane failed and no other source could finish */
+#define THUB_ERR_REGISTRY     (-6)    /**< no registry could be reached */
+#define THUB_ERR_TIMEOUT      (-7)    /**< a deadline given in the info passed */
+#define THUB_ERR_NO_MEMORY    (-8)    /**< allocation or registration failed */
+#define THUB_ERR_UNSUPPORTED  (-9)    /**< e.g. CUDA memory in a build without CUDA */
+#define THUB_ERR_AUTH         (-10)   /**< the registry refused this client's credentials */
+#define THUB_ERR_VERSION_LOST (-11)   /**< every holder of the version is gone */
+#define THUB_ERR_CANCELED     (-12)   /**< the request was canceled (THUB_Cancel) before it took effect */
+#define THUB_ERR_INTERNAL     (-99)   /**< a bug: please report */
+/* END GENERATED */
 /**@}*/
 
 /** @name Memory types of registered tensors */
@@ -188,16 +190,63 @@ int THUB_Info_free(THUB_Info *info);
  * @brief Create a context: the UCX data plane (one worker, one progress thread) and the
  *        registry connection.
  *
- * Info keys (each also read from `TENSORHUB_<KEY>` in upper case; an explicit value wins):
- *  - `registry`: `host:port[,host:port...]`. Unset: an embedded registry is started in
- *    this process (see THUB_Registry_address).
- *  - `registry_listen`: `host:port` of the embedded registry (default `0.0.0.0:0`).
- *  - `datacenter`: a label (default `default`).
- *  - `auth_token`: shared secret presented to (or required by the embedded) registry.
- *  - `verify`: `true|false` (default false): hash every chunk (XXH3) and check it on receipt.
- *  - `chunk_size`: transfer unit in bytes (default 4 MiB, at least 4 KiB).
- *  - `timeout_ms`: deadline of a blocking call (default 0: none).
- *  - `heartbeat_ms`: client heartbeat period (default 1000).
+ * Info keys (each also read from `TENSORHUB_<KEY>` in upper case; an explicit value wins;
+ * a key THUB_Init does not read is THUB_ERR_ARG, naming the nearest known key). The
+ * registry's keys apply to the embedded registry, started when `registry` is unset:
+ * <!-- BEGIN GENERATED info-keys:init c-comment (from src/common/info_keys.h) -->
+ *  - `registry` (string, default unset): `host:port[,host:port...]`: the registry and its backups;
+ *    unset: an embedded registry in this process
+ *  - `datacenter` (string, default `default`): a label; sources in the same datacenter are
+ *    preferred
+ *  - `auth_token` (string, default unset; registry): shared secret presented to (or required by)
+ *    the registry
+ *  - `verify` (bool, default `false`): hash every 1 MiB block (XXH3) at publish and check it on
+ *    receipt
+ *  - `chunk_size` (size, default `4M`, 4K..1G): transfer unit in bytes
+ *  - `pipeline_chunk_size` (size, default `256K`, 4K..1G): transfer unit when the source is itself
+ *    still receiving (a chain hop)
+ *  - `max_inflight` (int, default `16`, 1..1024): gets in flight per transfer
+ *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0: none)
+ *  - `heartbeat_ms` (int, default `1000`, 10..3600000): client heartbeat period in ms
+ *  - `reconnect_ms` (int, default `10000`, 0..3600000): after losing the registry, try the address
+ *    list this long (ms)
+ *  - `registry_timeout_ms` (int, default `5000`, 0..86400000): a registry that sends nothing this
+ *    long (ms) is lost: fail over (0: never)
+ *  - `registry_connect_timeout_ms` (int, default `5000`, 1..3600000): per registry address: connect
+ *    and the HELLO answer (ms)
+ *  - `registry_request_timeout_ms` (int, default `30000`, 0..86400000): deadline (ms) of requests
+ *    the registry answers at once, when timeout_ms is 0 (0: none)
+ *  - `stall_timeout_ms` (int, default `10000`, 10..86400000): a source that makes no progress this
+ *    long (ms) has failed
+ *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NIC nearest to host
+ *    memory, from hwloc)
+ *  - `tls` (string, default unset): UCX_TLS (default: UCX's choice)
+ *  - `progress_spin_us` (int, default `20`, 0..1000000): how long (us) the progress thread spins
+ *    after a UCX event before it sleeps
+ *  - `compaction_threshold` (size, default `64K`, 0..1T): tensors below it travel packed into one
+ *    buffer (0: never); part of the layout: every replica of a model must use the same
+ *  - `transfer_mode` (auto|direct|copy|tcp, default `auto`): zero-copy gets, a registered staging
+ *    copy, or UCX's tcp transport only
+ *  - `registry_listen` (string, default `0.0.0.0:0`; registry): `host:port` the registry listens on
+ *    (port 0: any free one)
+ *  - `heartbeat_timeout_ms` (int, default `5000`, 20..86400000; registry): the registry drops
+ *    clients silent this long (ms), with their replicas
+ *  - `pipeline` (bool, default `true`; registry): the registry hands out partial sources (pipeline
+ *    replication)
+ *  - `max_readers` (int, default `1`, 1..1048576; registry): readers per source at a time
+ *  - `max_connections` (int, default `8192`, 1..1048576; registry): connections the registry
+ *    accepts in all; more are refused
+ *  - `max_connections_per_host` (int, default `1024`, 1..1048576; registry): connections the
+ *    registry accepts from one peer address
+ *  - `hello_timeout_ms` (int, default `10000`, 1..86400000; registry): a new connection must
+ *    complete its HELLO within this (ms)
+ *  - `frame_timeout_ms` (int, default `30000`, 1..86400000; registry): a partial frame or unread
+ *    replies that make no progress this long (ms) close the connection
+ *  - `output_pause_bytes` (size, default `4M`, 1..1T; registry): replies queued for one client
+ *    beyond this pause reading its requests
+ *  - `max_output_bytes` (size, default `128M`, 1..1T; registry): replies queued for one client
+ *    beyond this close its connection
+ * <!-- END GENERATED -->
  * @param[in]  info hints or THUB_INFO_NULL
  * @param[out] ctx  the new context
  * @return THUB_SUCCESS, THUB_ERR_ARG (bad value), THUB_ERR_REGISTRY (none reachable),
@@ -253,8 +302,13 @@ int THUB_Free_mem(THUB_Context ctx, void *base);
 /**
  * @brief Open this process's shard of one replica of a model.
  *
- * Info keys: `retain` (keep the latest k versions available, default 0), `spot`
- * (`true`: this replica may vanish at any time, default false).
+ * Info keys (an unknown one is THUB_ERR_ARG):
+ * <!-- BEGIN GENERATED info-keys:open c-comment (from src/common/info_keys.h) -->
+ *  - `retain` (int, default `0`, 0..1048576): keep the latest k versions available (retention
+ *    copies in host memory)
+ *  - `spot` (bool, default `false`): this replica may vanish at any time; it never counts for
+ *    retention
+ * <!-- END GENERATED -->
  * @param[in]  ctx        the context
  * @param[in]  model      model name (non-empty)
  * @param[in]  replica    name of the model-parallel group (non-empty)
@@ -415,14 +469,27 @@ int THUB_Request_free(THUB_Request *req);
 int THUB_Cancel(THUB_Request *req);
 
 /**
- * @brief Read one counter of a model (an addition to API.md, in the spirit of MPI_T).
+ * @brief Read one counter of a model (an addition to the first contract, in the spirit of MPI_T).
  *
- * Keys: `held_version` (-1 when none), `bytes_held` (bytes of the current or last transfer
- * that this shard holds, i.e. its progress counter), `total_bytes` (size of the shard),
- * `replications` (completed replicates/updates), `partial_sources` (grants whose source was
- * itself still receiving: pipeline replication), `source_failures` (sources that failed
- * mid-transfer and were replaced), `counter_reads` (remote progress-counter reads in the last
- * transfer), `gets` (RMA gets in the last transfer).
+ * Keys (an unknown one is THUB_ERR_ARG, naming the nearest known key):
+ * <!-- BEGIN GENERATED stat-keys c-comment (from src/common/stat_keys.h) -->
+ *  - `held_version`: the version this shard holds, -1 when none
+ *  - `bytes_held`: bytes of the current or last transfer this shard holds (its progress counter,
+ *    live during a transfer)
+ *  - `total_bytes`: size of the shard (every registered tensor)
+ *  - `replications`: completed replicates and updates
+ *  - `partial_sources`: grants whose source was itself still receiving (pipeline replication)
+ *  - `source_failures`: sources that failed mid-transfer and were replaced
+ *  - `counter_reads`: remote progress-counter reads in the last transfer
+ *  - `gets`: RMA gets in the last transfer
+ *  - `offloads`: retention copies made in host memory (retain)
+ *  - `republished`: holdings published again to a new registry after a failover
+ *  - `compact_bytes`: bytes of the packed tiny tensors (compaction_threshold)
+ *  - `compacted_tensors`: tensors packed because they are below compaction_threshold
+ *  - `copy_mode`: 1 when the shard is served through a staging copy, else 0
+ *  - `pack_us`: time spent packing (and staging) at the last publish, in us
+ *  - `unpack_us`: time spent copying out the last transfer to the tensors, in us
+ * <!-- END GENERATED -->
  * @param[in]  m     the model
  * @param[in]  key   one of the keys above
  * @param[out] value the counter

@@ -21,6 +21,7 @@
 #include "src/client/model.h"
 #include "src/common/info.h"
 #include "src/common/info_keys.h"
+#include "src/common/stat_keys.h"
 #include "src/common/status.h"
 #include "src/transport/worker.h"
 
@@ -175,43 +176,13 @@ int close_model(uintptr_t h, ModelObj& m) {
   return st == THUB_ERR_REGISTRY ? THUB_SUCCESS : st;
 }
 
-// The status texts, built once from the one table (src/common/status.h): THUB_Error_string
-// returns constants.
-const std::string& error_text(int status) {
-  static const std::vector<std::pair<int, std::string>> texts = [] {
-    std::vector<std::pair<int, std::string>> v;
-    for (size_t i = 0; i < thub::kCodeTextCount; ++i) {
-      const thub::CodeText& t = thub::kCodeTexts[i];
-      v.emplace_back(t.code, std::string(t.name) + ": " + t.hint);
-    }
-    return v;
-  }();
-  static const std::string unknown = std::string(thub::code_name(12345)) + ": " + thub::code_hint(12345);
-  for (const auto& [code, text] : texts) {
-    if (code == status) return text;
-  }
-  return unknown;
-}
-
-// The public numbers are the internal ones (the table holds both).
-#define THUB_SAME_CODE(pub, internal) static_assert((pub) == static_cast<int>(thub::Code::internal), #pub)
-THUB_SAME_CODE(THUB_SUCCESS, kSuccess);
-THUB_SAME_CODE(THUB_IN_PROGRESS, kInProgress);
-THUB_SAME_CODE(THUB_NOT_UPDATED, kNotUpdated);
-THUB_SAME_CODE(THUB_ERR_ARG, kArg);
-THUB_SAME_CODE(THUB_ERR_STATE, kState);
-THUB_SAME_CODE(THUB_ERR_NOT_FOUND, kNotFound);
-THUB_SAME_CODE(THUB_ERR_LAYOUT, kLayout);
-THUB_SAME_CODE(THUB_ERR_TRANSPORT, kTransport);
-THUB_SAME_CODE(THUB_ERR_REGISTRY, kRegistry);
-THUB_SAME_CODE(THUB_ERR_TIMEOUT, kTimeout);
-THUB_SAME_CODE(THUB_ERR_NO_MEMORY, kNoMemory);
-THUB_SAME_CODE(THUB_ERR_UNSUPPORTED, kUnsupported);
-THUB_SAME_CODE(THUB_ERR_AUTH, kAuth);
-THUB_SAME_CODE(THUB_ERR_VERSION_LOST, kVersionLost);
-THUB_SAME_CODE(THUB_ERR_CANCELED, kCanceled);
-THUB_SAME_CODE(THUB_ERR_INTERNAL, kInternal);
-#undef THUB_SAME_CODE
+// Every row of the status table (src/common/status.h) is a public THUB_* of the same number:
+// a row without its #define does not compile, and the header's list is generated from the
+// table (tools/vocabulary/), so a #define without a row fails the GeneratedListsAreCurrent test.
+#define THUB_PUBLIC_CODE_IS_THE_TABLES(code, name, number, message, hint) \
+  static_assert((name) == (number), #name " differs from the status table");
+THUB_STATUS_TABLE(THUB_PUBLIC_CODE_IS_THE_TABLES)
+#undef THUB_PUBLIC_CODE_IS_THE_TABLES
 
 }  // namespace
 
@@ -238,7 +209,8 @@ int start_request(THUB_Model m, THUB_Request* req, const char* what, Start&& sta
 
 extern "C" {
 
-const char* THUB_Error_string(int status) { return error_text(status).c_str(); }
+// A constant of the status table (no buffer, no allocation): valid for ever, from any thread.
+const char* THUB_Error_string(int status) { return thub::code_string(status); }
 
 int THUB_Last_error(THUB_Context ctx, char* buf, size_t len) {
   if (!buf || len == 0) return THUB_ERR_ARG;
@@ -636,16 +608,17 @@ int THUB_Cancel(THUB_Request* req) {
 int THUB_Model_stat(THUB_Model m, const char* key, int64_t* value) {
   std::shared_ptr<ModelObj> h = g_models.find(raw(m));
   if (!h || !key || !value) return arg_error(nullptr, "THUB_Model_stat: invalid argument");
-  int64_t v = 0;
-  {
-    std::shared_lock<std::shared_mutex> life(h->life);
-    if (!h->model) return arg_error(nullptr, "THUB_Model_stat: invalid model handle");
-    if (!h->model->stat(key, &v)) {
-      return arg_error(h->owner.get(), std::string("THUB_Model_stat: unknown key '") + key + "'");
+  return guard(h->owner.get(), [&] {
+    const thub::StatKey k = thub::find_stat_key(key);  // unknown: THUB_ERR_ARG naming the nearest key
+    int64_t v = 0;
+    {
+      std::shared_lock<std::shared_mutex> life(h->life);
+      if (!h->model) throw thub::Error(thub::Code::kArg, "THUB_Model_stat: invalid model handle");
+      v = h->model->stat(k);
     }
-  }
-  *value = v;
-  return THUB_SUCCESS;
+    *value = v;
+    return THUB_SUCCESS;
+  });
 }
 
 }  // extern "C"

@@ -15,52 +15,57 @@
 namespace thub::client {
 
 ContextConfig ContextConfig::from_info(const InfoMap& info) {
+  // Types, defaults and ranges come from the table (src/common/info_keys.h).
   ContextConfig c;
-  c.registry = info.get_string("registry", "");
-  c.registry_listen = info.get_string("registry_listen", c.registry_listen);
-  c.datacenter = info.get_string("datacenter", c.datacenter);
+  c.registry = info.get<info_key("registry")>();
+  c.datacenter = info.get<info_key("datacenter")>();
   if (c.datacenter.empty()) throw Error(Code::kArg, "info key 'datacenter' must not be empty");
-  c.auth_token = info.get_string("auth_token", "");
-  c.verify = info.get_bool("verify", false);
-  c.chunk_size = info.get_size("chunk_size", c.chunk_size, 4096, 1ull << 30);
-  c.pipeline_chunk_size = info.get_size("pipeline_chunk_size", c.pipeline_chunk_size, 4096, 1ull << 30);
-  c.max_inflight = static_cast<int>(info.get_int("max_inflight", c.max_inflight, 1, 1024));
-  c.timeout_ms = info.get_int("timeout_ms", 0, 0, int64_t{1} << 40);
-  c.heartbeat_ms = static_cast<int>(info.get_int("heartbeat_ms", c.heartbeat_ms, 10, 3600000));
-  c.reconnect_ms = static_cast<int>(info.get_int("reconnect_ms", c.reconnect_ms, 0, 3600000));
-  c.registry_timeout_ms = static_cast<int>(info.get_int("registry_timeout_ms", c.registry_timeout_ms, 0, 86400000));
-  c.registry_connect_timeout_ms =
-      static_cast<int>(info.get_int("registry_connect_timeout_ms", c.registry_connect_timeout_ms, 1, 3600000));
-  c.registry_request_timeout_ms =
-      static_cast<int>(info.get_int("registry_request_timeout_ms", c.registry_request_timeout_ms, 0, 86400000));
-  c.heartbeat_timeout_ms = info.get_int("heartbeat_timeout_ms", c.heartbeat_timeout_ms, 20, 86400000);
-  c.stall_timeout_ms = info.get_int("stall_timeout_ms", c.stall_timeout_ms, 10, 86400000);
-  c.pipeline = info.get_bool("pipeline", true);
-  c.max_readers = static_cast<int>(info.get_int("max_readers", c.max_readers, 1, 1 << 20));
-  c.net_devices = info.get_string("net_devices", "");
-  c.tls = info.get_string("tls", "");
-  c.progress_spin_us = info.get_int("progress_spin_us", c.progress_spin_us, 0, 1000000);
-  c.compaction_threshold = info.get_size("compaction_threshold", c.compaction_threshold, 0, uint64_t{1} << 40);
-  const std::string mode = info.get_choice("transfer_mode", "auto", "auto|direct|copy|tcp");
+  c.auth_token = info.get<info_key("auth_token")>();
+  c.verify = info.get<info_key("verify")>();
+  c.chunk_size = info.get<info_key("chunk_size")>();
+  c.pipeline_chunk_size = info.get<info_key("pipeline_chunk_size")>();
+  c.max_inflight = static_cast<int>(info.get<info_key("max_inflight")>());
+  c.timeout_ms = info.get<info_key("timeout_ms")>();
+  c.heartbeat_ms = static_cast<int>(info.get<info_key("heartbeat_ms")>());
+  c.reconnect_ms = static_cast<int>(info.get<info_key("reconnect_ms")>());
+  c.registry_timeout_ms = static_cast<int>(info.get<info_key("registry_timeout_ms")>());
+  c.registry_connect_timeout_ms = static_cast<int>(info.get<info_key("registry_connect_timeout_ms")>());
+  c.registry_request_timeout_ms = static_cast<int>(info.get<info_key("registry_request_timeout_ms")>());
+  c.stall_timeout_ms = info.get<info_key("stall_timeout_ms")>();
+  c.net_devices = info.get<info_key("net_devices")>();
+  c.tls = info.get<info_key("tls")>();
+  c.progress_spin_us = info.get<info_key("progress_spin_us")>();
+  c.compaction_threshold = info.get<info_key("compaction_threshold")>();
+  c.topology_xml = info.get<info_key("topology_xml")>();
+  const std::string mode = info.get<info_key("transfer_mode")>();
   c.transfer_mode = mode == "direct" ? TransferMode::kDirect
                     : mode == "copy" ? TransferMode::kCopy
                     : mode == "tcp"  ? TransferMode::kTcp
                                      : TransferMode::kAuto;
   if (!c.registry.empty()) (void)registry::parse_address_list(c.registry);  // validate early
-  (void)registry::parse_host_port(c.registry_listen);
+  // The embedded registry's keys (registry scope): read, hence checked, even when a
+  // registry is given and none is started.
+  c.embedded_registry = std::make_shared<const registry::ServerOptions>(registry::ServerOptions::from_info(info));
   return c;
+}
+
+registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::string> addresses) const {
+  registry::ConnectionOptions co;
+  co.addresses = std::move(addresses);
+  co.auth_token = auth_token;
+  co.datacenter = datacenter;
+  co.heartbeat_ms = heartbeat_ms;
+  co.reconnect_ms = reconnect_ms;
+  co.registry_timeout_ms = registry_timeout_ms;
+  co.connect_timeout_ms = registry_connect_timeout_ms;
+  co.request_timeout_ms = registry_request_timeout_ms;
+  return co;
 }
 
 Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   std::vector<std::string> addresses;
   if (cfg_.registry.empty()) {
-    registry::ServerOptions so;
-    so.listen = cfg_.registry_listen;
-    so.auth_token = cfg_.auth_token;
-    so.sched.heartbeat_timeout = cfg_.heartbeat_timeout_ms * 1000;
-    so.sched.pipeline = cfg_.pipeline;
-    so.sched.max_readers_per_source = cfg_.max_readers;
-    server_ = std::make_unique<registry::Server>(so);
+    server_ = std::make_unique<registry::Server>(*cfg_.embedded_registry);
     server_->start();
     addresses.push_back(server_->address());
   } else {
@@ -79,20 +84,12 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   if (wo.net_devices.empty()) {
     // The NIC nearest to host memory (topo/); UCX chooses when the topology knows none.
     std::string err;
-    auto topo = topo::Topology::load_default(&err);
+    auto topo = topo::Topology::load_default(cfg_.topology_xml, &err);
     wo.net_devices = topo->ucx_net_devices(topo::Location{});
   }
   worker_ = transport::Worker::create(wo);
 
-  registry::ConnectionOptions co;
-  co.addresses = addresses;
-  co.auth_token = cfg_.auth_token;
-  co.datacenter = cfg_.datacenter;
-  co.heartbeat_ms = cfg_.heartbeat_ms;
-  co.reconnect_ms = cfg_.reconnect_ms;
-  co.registry_timeout_ms = cfg_.registry_timeout_ms;
-  co.connect_timeout_ms = cfg_.registry_connect_timeout_ms;
-  co.request_timeout_ms = cfg_.registry_request_timeout_ms;
+  registry::ConnectionOptions co = cfg_.connection_options(addresses);
   engine_ = std::make_unique<Executor>("engine");
   copier_ = std::make_unique<Executor>("copy engine");
   conn_ = std::make_unique<registry::Connection>(co);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "src/client/executor.h"
 #include "src/client/member_machine.h"
@@ -21,41 +22,47 @@ class Worker;
 }
 namespace thub::registry {
 class Connection;
+struct ConnectionOptions;
 class Server;
+struct ServerOptions;
 }
 
 namespace thub::client {
 
+// What the info keys of THUB_Init say; their defaults and ranges are the table's
+// (src/common/info_keys.h), so none is repeated here.
 struct ContextConfig {
-  std::string registry;         // "" = embedded
-  std::string registry_listen = "0.0.0.0:0";
-  std::string datacenter = "default";
+  std::string registry;  // "" = embedded
+  std::string datacenter;
   std::string auth_token;
   bool verify = false;
-  uint64_t chunk_size = 4u << 20;
-  uint64_t pipeline_chunk_size = 256u << 10;  // chunk when the source is partial (a chain hop)
-  int max_inflight = 16;
+  uint64_t chunk_size = 0;
+  uint64_t pipeline_chunk_size = 0;  // chunk when the source is partial (a chain hop)
+  int max_inflight = 0;
   int64_t timeout_ms = 0;
-  int heartbeat_ms = 1000;
-  int reconnect_ms = 10000;             // after losing the registry, try the list this long
-  int registry_timeout_ms = 5000;       // a registry silent this long is lost (failover); 0: never
-  int registry_connect_timeout_ms = 5000;   // per address: connect and HELLO
-  int registry_request_timeout_ms = 30000;  // requests answered at once, unless timeout_ms is set
-  int64_t heartbeat_timeout_ms = 5000;  // embedded registry: drop silent clients after this
-  int64_t stall_timeout_ms = 10000;     // a source with no progress this long has failed
-  bool pipeline = true;                 // embedded registry: hand out partial sources
-  int max_readers = 1;                  // embedded registry: readers per source at a time
+  int heartbeat_ms = 0;
+  int reconnect_ms = 0;                 // after losing the registry, try the list this long
+  int registry_timeout_ms = 0;          // a registry silent this long is lost (failover); 0: never
+  int registry_connect_timeout_ms = 0;  // per address: connect and HELLO
+  int registry_request_timeout_ms = 0;  // requests answered at once, unless timeout_ms is set
+  int64_t stall_timeout_ms = 0;         // a source with no progress this long has failed
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
-  int64_t progress_spin_us = 20;        // progress thread spin window after an event
-  uint64_t compaction_threshold = 64u << 10;  // tensors below it travel packed (0: never)
+  int64_t progress_spin_us = 0;         // progress thread spin window after an event
+  uint64_t compaction_threshold = 0;    // tensors below it travel packed (0: never); part of the layout
+  std::string topology_xml;             // a recorded hwloc topology for NIC choice ("" : this machine)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
   // direct: zero-copy gets of the tensors; copy: staged through registered host memory;
   // tcp: direct over UCX's tcp transport only (UCX_TLS=tcp,self unless tls/UCX_TLS is set).
   enum class TransferMode { kAuto, kDirect, kCopy, kTcp };
   TransferMode transfer_mode = TransferMode::kAuto;
+  // The embedded registry's settings (the registry's keys), used when `registry` is empty.
+  std::shared_ptr<const registry::ServerOptions> embedded_registry;
 
   static ContextConfig from_info(const InfoMap& info);  // throws Error(kArg)
+  // How this context (or a tool speaking for it: tensorhub-info) connects to `addresses`:
+  // authentication, deadlines, heartbeats.
+  [[nodiscard]] registry::ConnectionOptions connection_options(std::vector<std::string> addresses) const;
 };
 
 class Context {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/client/descriptor.h"
@@ -53,17 +54,61 @@ void Holding::map(transport::Worker& w, uint64_t threshold, bool copy, const All
       regions.push_back(r ? std::move(r) : std::shared_ptr<transport::MemoryRegion>(w.map(t.addr, t.bytes)));
     }
   }
-  counter = std::make_unique<ProgressCounter>();
-  counter_region = w.map(counter->address(), sizeof(uint64_t));
-  hashes.assign(1 + stream.hash_blocks(), 0);
-  hash_region = w.map(hashes.data(), hashes.size() * sizeof(uint64_t));
+  counter_ = std::make_unique<ProgressCounter>();
+  counter_region_ = w.map(counter_->address(), sizeof(uint64_t));
+  hashes_.assign(1 + stream.hash_blocks(), 0);
+  hash_region_ = w.map(hashes_.data(), hashes_.size() * sizeof(uint64_t));
 }
+
+uint32_t Holding::publish_fill(bool verify) {
+  counter_->invalidate();
+  epoch_ = next_fill_epoch();
+  hashes_[0] = verify ? 1 : 0;  // before the counter first moves
+  hashed_ = 0;
+  staged_ = staged_bytes() > 0 || verify;
+  counter_->store(epoch_, staged_ ? 0 : plan.total_bytes());
+  return epoch_;
+}
+
+void Holding::withdraw() {
+  if (counter_) counter_->invalidate();
+}
+
+void Holding::begin_fill(uint32_t fill) {
+  staged_ = false;
+  epoch_ = fill;
+  counter_->store(fill, 0);
+  hashes_[0] = 0;
+}
+
+FillWriter Holding::fill_writer() { return FillWriter(counter_.get(), hashes_.data(), hashes_.size(), epoch_); }
+
+void FillWriter::show(uint64_t flag, const uint64_t* block_hashes, uint64_t from, uint64_t to, uint64_t held) {
+  for (uint64_t b = from; b < to && 1 + b < words_; ++b) hashes_[1 + b] = block_hashes[b];
+  hashes_[0] = flag;
+  counter_->store(fill_, held);
+}
+
+bool Holding::stage_slice(uint32_t fill, uint64_t off, uint64_t end, bool hash, TensorCopier& c) {
+  const uint64_t staged = staged_bytes();
+  if (off < staged) {
+    stage(off, std::min(end, staged), c);
+    c.finish();
+  }
+  if (hash) {
+    const uint64_t upto = end == plan.total_bytes() ? stream.hash_blocks() : end / kHashBlock;
+    for (; hashed_ < upto; ++hashed_) hashes_[1 + hashed_] = stream.hash_block(hashed_);
+  }
+  return counter_->advance(fill, end);
+}
+
+uint64_t Holding::bytes_shown() const { return counter_ ? counter_bytes(counter_->load()) : 0; }
 
 Holding::~Holding() {
   // Deregister before the memory goes.
   regions.clear();
-  counter_region.reset();
-  hash_region.reset();
+  counter_region_.reset();
+  hash_region_.reset();
 }
 
 char* Holding::buffer_at(uint64_t off) const {
@@ -100,15 +145,15 @@ std::string Holding::descriptor(const std::string& worker_address, uint32_t fill
     d.tensors.push_back(std::move(rt));
   }
   d.compaction_threshold = plan.threshold();
-  d.staged = staged;
+  d.staged = staged_;
   for (size_t i = 0; i < stream.segments().size(); ++i) {
     // The segment's own address: a region allocated through the context may hold more.
     const Segment& sg = stream.segments()[i];
     d.segments.push_back({reinterpret_cast<uint64_t>(sg.addr), sg.bytes, regions[i]->packed_rkey()});
   }
-  d.counter = {counter_region->address(), sizeof(uint64_t), counter_region->packed_rkey()};
+  d.counter = {counter_region_->address(), sizeof(uint64_t), counter_region_->packed_rkey()};
   d.epoch = fill_epoch;
-  d.hashes = {hash_region->address(), hashes.size() * sizeof(uint64_t), hash_region->packed_rkey()};
+  d.hashes = {hash_region_->address(), hash_region_bytes(), hash_region_->packed_rkey()};
   return encode_descriptor(d);
 }
 
@@ -131,9 +176,9 @@ std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t ver
     c.finish();
   }
   h->map(w, plan.threshold(), true);
-  std::memcpy(h->hashes.data(), hashes.data(), hashes.size() * sizeof(uint64_t));
-  h->epoch = next_fill_epoch();
-  h->counter->store(h->epoch, plan.total_bytes());
+  std::memcpy(h->hashes_.data(), hashes_.data(), hash_region_bytes());
+  h->epoch_ = next_fill_epoch();
+  h->counter_->store(h->epoch_, plan.total_bytes());
   return h;
 }
 

@@ -37,10 +37,11 @@ void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int m
   total_ += bytes;
 }
 
-uint64_t TensorTable::layout_hash() const {
+uint64_t TensorTable::layout_hash(uint64_t compaction_threshold) const {
   Writer w;
   w.u32(static_cast<uint32_t>(tensors_.size()));
   for (const auto& t : tensors_) w.str(t.name).u64(t.bytes);
+  w.u64(compaction_threshold);
   return hash64(w.data().data(), w.data().size(), 0x7e750f4ull);
 }
 

@@ -35,8 +35,10 @@ class TensorTable {
   [[nodiscard]] const std::vector<Tensor>& tensors() const { return tensors_; }
   [[nodiscard]] uint64_t total_bytes() const { return total_; }
   [[nodiscard]] bool empty() const { return tensors_.empty(); }
-  // Hash of (names, sizes, order): replicas of one shard must agree on it.
-  [[nodiscard]] uint64_t layout_hash() const;
+  // Hash of (names, sizes, order) and the compaction threshold, which decides how the
+  // tensors are packed into the stream (stream.h): replicas of one shard must agree on it,
+  // and the registry refuses one that does not before it grants anything.
+  [[nodiscard]] uint64_t layout_hash(uint64_t compaction_threshold) const;
   // Index of the tensor holding stream offset `off` (off < total_bytes()).
   [[nodiscard]] size_t find(uint64_t off) const;
   [[nodiscard]] uint64_t hash_blocks() const { return (total_ + kHashBlock - 1) / kHashBlock; }

@@ -129,7 +129,7 @@ void Model::Core::act(const SendRequest& a) {
         self->feed(RegistryNoReply{req, r.code, r.detail});
       }
     });
-  });
+  }, a.generation);
 }
 
 void Model::Core::freeze() {
@@ -174,13 +174,9 @@ void Model::Core::act(const PrepareHolding& a) {
   } catch (const Error& e) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
-  const bool verify = ctx.config().verify;
-  live.counter->invalidate();
-  live.epoch = next_fill_epoch();
-  live.hashes[0] = verify ? 1 : 0;  // before the counter first moves
-  live.staged = live.staged_bytes() > 0 || verify;
-  live.counter->store(live.epoch, live.staged ? 0 : live.plan.total_bytes());
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), live.epoch), live.epoch});
+  const uint32_t fill = live.publish_fill(ctx.config().verify);
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 // A transfer would make a new fill; its descriptor (served as a partial source meanwhile)
@@ -192,19 +188,17 @@ void Model::Core::act(const PrepareFill& a) {
     return feed(PrepareFailed{a.op, e.code(), e.what()});
   }
   uint32_t fill = next_fill_epoch();
-  feed(Prepared{a.op, live.table.layout_hash(), live.descriptor(ctx.worker().address(), fill), fill});
+  const uint64_t layout = live.table.layout_hash(live.plan.threshold());
+  feed(Prepared{a.op, layout, live.descriptor(ctx.worker().address(), fill), fill});
 }
 
 void Model::Core::act(const InvalidateHolding&) {
-  if (live.counter) live.counter->invalidate();
+  live.withdraw();
 }
 
 void Model::Core::act(const BeginFill& a) {
   // The grant: our buffers are overwritten from now on. (InvalidateHolding came first.)
-  live.staged = false;
-  live.epoch = a.fill;
-  live.counter->store(a.fill, 0);
-  live.hashes[0] = 0;
+  live.begin_fill(a.fill);
 }
 
 void Model::Core::act(const BeginTransfer& a) {
@@ -230,10 +224,10 @@ void Model::Core::act(const BeginTransfer& a) {
   ts.source_may_lag = a.source_partial;
   ts.source = std::move(src);
   ts.start = a.start;
-  ts.counter = live.counter.get();
-  ts.epoch = a.fill;
-  ts.hashes = live.hashes.data();
-  ts.hash_bytes = live.hash_region_bytes();
+  if (live.epoch() != a.fill) {
+    return feed(TransferEnded{a.transfer, Code::kInternal, false, a.start, "the transfer's fill was not begun"});
+  }
+  ts.fill = live.fill_writer();
   ts.verify = cfg.verify;
   // A reader of a partial source can ask only for what its source holds, and the next hop
   // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
@@ -312,7 +306,7 @@ void Model::Core::act(const MakeHostCopy& a) {
     std::string desc, err;
     try {
       copy = self->live.copy_to_host(self->ctx.worker(), v);
-      desc = copy->descriptor(self->ctx.worker().address(), copy->epoch);
+      desc = copy->descriptor(self->ctx.worker().address(), copy->epoch());
     } catch (const Error& e) {
       err = e.what();
       self->ctx.set_last_error("retention offload of version " + std::to_string(v) + " failed: " + err);
@@ -343,13 +337,21 @@ void Model::Core::act(const CompleteOp& a) {
   if (a.code != Code::kSuccess && a.code != Code::kNotUpdated) {
     const MemberIdentity& id = machine.identity();
     std::string where = id.model + "/" + id.replica + "/shard " + std::to_string(id.shard);
+    std::string detail = a.detail;
+    if (a.code == Code::kLayout && frozen && detail.find("compaction_threshold") == std::string::npos) {
+      // The registry compares one hash: say what goes into ours.
+      detail += " (this replica: " + std::to_string(live.table.tensors().size()) + " tensors, " +
+                std::to_string(live.table.total_bytes()) + " bytes, compaction_threshold=" +
+                std::to_string(live.plan.threshold()) +
+                "; the layout is the tensor names, sizes and order and the compaction_threshold)";
+    }
     // The detail first: the caller reads it as soon as the request completes.
-    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + a.detail);
-    r->complete(a.code, a.version, where + ": " + a.detail);
+    ctx.set_last_error(std::string(code_name(static_cast<int>(a.code))) + ": " + where + ": " + detail);
+    r->complete(a.code, a.version, where + ": " + detail);
   }
   // A publish that the registry took starts the staging behind it (packing, checksums).
-  if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged) {
-    stage(live.epoch, ctx.config().verify);
+  if (r->kind() == Request::Kind::kPublish && a.code == Code::kSuccess && live.staged()) {
+    stage(live.epoch(), ctx.config().verify);
   }
   // Once an unpublish or close returns, the user may overwrite the tensors: the staging that
   // reads them must have stopped (it has seen the counter invalidated).
@@ -379,20 +381,11 @@ void Model::Core::stage(uint32_t fill, bool hash) {
       TensorCopier c;
       const uint64_t total = live.plan.total_bytes();
       const uint64_t staged = live.staged_bytes();
-      uint64_t hashed = 0;  // blocks
       for (uint64_t off = 0; off < total;) {
         // Without checksums nothing is done past the staged bytes: one step to the end.
         uint64_t end = off < staged ? std::min(staged, off + kStageSlice) : total;
         if (hash) end = std::min(total, off + kStageSlice);
-        if (off < staged) {
-          live.stage(off, std::min(end, staged), c);
-          c.finish();
-        }
-        if (hash) {
-          const uint64_t upto = end == total ? live.stream.hash_blocks() : end / kHashBlock;
-          for (; hashed < upto; ++hashed) live.hashes[1 + hashed] = live.stream.hash_block(hashed);
-        }
-        if (!live.counter->advance(fill, end)) break;  // invalidated: the buffers change hands
+        if (!live.stage_slice(fill, off, end, hash, c)) break;  // withdrawn: the buffers change hands
         off = end;
       }
     } catch (const std::exception& e) {
@@ -429,11 +422,14 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   id.replica = replica;
   id.shard = shard;
   id.num_shards = num_shards;
-  id.retain = static_cast<int>(info.get_int("retain", 0, 0, 1 << 20));
-  id.spot = info.get_bool("spot", false);
+  id.retain = static_cast<int>(info.get<info_key("retain")>());
+  id.spot = info.get<info_key("spot")>();
   core_ = std::make_shared<Core>(ctx, std::move(id));
   ctx.attach(core_);
-  auto r = core_->submit(Request::Kind::kOpen, [](uint64_t op) { return MachineEvent{OpOpen{op}}; });
+  // The generation is read on the engine, where any later RegistryBack is dispatched after it.
+  Context* c = &ctx;
+  auto r = core_->submit(Request::Kind::kOpen,
+                         [c](uint64_t op) { return MachineEvent{OpOpen{op, c->registry().generation()}}; });
   r->wait();
   if (r->code() != Code::kSuccess) {
     ctx.detach(core_.get());
@@ -505,26 +501,28 @@ void Model::cancel(const Request& r) {
 
 void Model::on_registry(const MachineEvent& ev) { core_->feed(ev); }
 
-bool Model::stat(const std::string& key, int64_t* value) const {
+int64_t Model::stat(StatKey key) const {
   const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
-  if (key == "held_version") *value = c.held;
-  else if (key == "bytes_held") *value = c.live.counter ? u(counter_bytes(c.live.counter->load())) : 0;
-  else if (key == "total_bytes") *value = u(c.total_bytes);
-  else if (key == "replications") *value = u(c.replications);
-  else if (key == "partial_sources") *value = u(c.partial_sources);
-  else if (key == "source_failures") *value = u(c.source_failures);
-  else if (key == "counter_reads") *value = u(c.counter_reads);
-  else if (key == "gets") *value = u(c.gets);
-  else if (key == "offloads") *value = u(c.offloads);
-  else if (key == "republished") *value = u(c.republished);
-  else if (key == "compact_bytes") *value = u(c.compact_bytes);
-  else if (key == "compacted_tensors") *value = u(c.compacted_tensors);
-  else if (key == "copy_mode") *value = u(c.copy_mode);
-  else if (key == "pack_us") *value = u(c.pack_us);
-  else if (key == "unpack_us") *value = u(c.unpack_us);
-  else return false;
-  return true;
+  switch (key) {  // every key of the table (tests/capi/stat_keys_test.cc asks them all)
+    case stat_key("held_version"): return c.held;
+    case stat_key("bytes_held"): return u(c.live.bytes_shown());
+    case stat_key("total_bytes"): return u(c.total_bytes);
+    case stat_key("replications"): return u(c.replications);
+    case stat_key("partial_sources"): return u(c.partial_sources);
+    case stat_key("source_failures"): return u(c.source_failures);
+    case stat_key("counter_reads"): return u(c.counter_reads);
+    case stat_key("gets"): return u(c.gets);
+    case stat_key("offloads"): return u(c.offloads);
+    case stat_key("republished"): return u(c.republished);
+    case stat_key("compact_bytes"): return u(c.compact_bytes);
+    case stat_key("compacted_tensors"): return u(c.compacted_tensors);
+    case stat_key("copy_mode"): return u(c.copy_mode);
+    case stat_key("pack_us"): return u(c.pack_us);
+    case stat_key("unpack_us"): return u(c.unpack_us);
+  }
+  throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
+                                   " of the table has no reading");
 }
 
 }  // namespace thub::client

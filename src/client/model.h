@@ -15,6 +15,7 @@
 #include "src/client/member_machine.h"
 #include "src/client/request.h"
 #include "src/common/info.h"
+#include "src/common/stat_keys.h"
 
 namespace thub::client {
 
@@ -42,8 +43,8 @@ class Model {
   // Registry events for this model (the context's engine calls these).
   void on_registry(const MachineEvent& ev);
 
-  // THUB_Model_stat: thread-safe reads of the counters; false for an unknown key.
-  bool stat(const std::string& key, int64_t* value) const;
+  // THUB_Model_stat: thread-safe reads of the counters (src/common/stat_keys.h).
+  [[nodiscard]] int64_t stat(StatKey key) const;
 
   struct Core;
 

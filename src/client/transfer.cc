@@ -126,7 +126,8 @@ void Job::start() {
       if (r.bytes == 0 || r.bytes > total_ - sum) throw Error(Code::kLayout, "the source's stream does not match ours");
       sum += r.bytes;
     }
-    if (sum != total_ || s_.source.hashes.bytes != s_.hash_bytes || s_.hash_bytes != (1 + blocks_) * sizeof(uint64_t) ||
+    if (sum != total_ || s_.source.hashes.bytes != s_.fill.hash_region_bytes() ||
+        s_.fill.hash_region_bytes() != (1 + blocks_) * sizeof(uint64_t) ||
         s_.source.counter.bytes != sizeof(uint64_t)) {
       throw Error(Code::kLayout, "the source's descriptor does not match this replica's stream");
     }
@@ -283,10 +284,9 @@ void Job::advance() {
                 false);
   }
   if (!flag_checked_) return;  // nothing shows before the integrity flag is known
-  if (has_hashes) {
-    for (; copied_hashes_ < hash_checked_; ++copied_hashes_) s_.hashes[1 + copied_hashes_] = hash_buf_[1 + copied_hashes_];
-  }
-  s_.hashes[0] = hash_buf_[0];
+  // Checksums of the blocks checked so far are shown with the counter (FillWriter::show).
+  const uint64_t hashes_from = copied_hashes_;
+  if (has_hashes) copied_hashes_ = std::max(copied_hashes_, hash_checked_);
   // Our counter covers checked bytes whose blocks' hashes we serve (when the source has them).
   uint64_t upto = checked_;
   if (has_hashes) upto = std::min(upto, hash_checked_ >= blocks_ ? total_ : hash_checked_ * kHashBlock);
@@ -303,9 +303,12 @@ void Job::advance() {
     }
     upto = std::min(upto, next_verify_block_ >= blocks_ ? total_ : next_verify_block_ * kHashBlock);
   }
-  if (upto <= held_) return;
+  if (upto <= held_) {
+    if (copied_hashes_ > hashes_from) s_.fill.show(hash_buf_[0], hash_buf_.data() + 1, hashes_from, copied_hashes_, held_);
+    return;
+  }
   held_ = upto;
-  s_.counter->store(s_.epoch, held_);
+  s_.fill.show(hash_buf_[0], hash_buf_.data() + 1, hashes_from, copied_hashes_, held_);
   if (on_advance_) on_advance_(held_);
 }
 

@@ -14,6 +14,7 @@
 
 #include "src/client/descriptor.h"
 #include "src/client/layout.h"
+#include "src/client/holding.h"
 #include "src/client/progress_counter.h"
 #include "src/client/stream.h"
 #include "src/common/status.h"
@@ -30,10 +31,7 @@ struct TransferSpec {
   bool source_partial = false;              // follow the source's counter for what is ready
   bool source_may_lag = false;              // its counter may still show an earlier fill at first
   uint64_t start = 0;                       // resume point (bytes of the stream we hold, checked)
-  ProgressCounter* counter = nullptr;       // our progress counter, advanced as we go
-  uint32_t epoch = 0;                       // our fill (tags our counter)
-  uint64_t* hashes = nullptr;               // our integrity region: flag + one hash per block
-  uint64_t hash_bytes = 0;                  // its size (the source's must be the same)
+  FillWriter fill;                          // what peers see of our holding: shown as checked
   bool verify = false;
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;

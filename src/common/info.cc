@@ -1,102 +1,55 @@
 #include "src/common/info.h"
 
-#include <cctype>
 #include <cstdlib>
-#include <sstream>
 
 #include "src/common/status.h"
 
 namespace thub {
 
 namespace {
-std::string env_name(const std::string& key) {
-  std::string n = "TENSORHUB_";
-  for (char c : key) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return n;
+[[noreturn]] void bad(const InfoKeySpec& k, const std::string& v, const std::string& want) {
+  throw Error(Code::kArg, "info key '" + std::string(k.name) + "': value '" + v + "' is not " + want);
 }
 
-[[noreturn]] void bad(const std::string& key, const std::string& v, const std::string& want) {
-  throw Error(Code::kArg, "info key '" + key + "': value '" + v + "' is not " + want);
+std::string range_text(const InfoKeySpec& k, const char* what, const char* unit) {
+  return std::string(what) + " in [" + std::to_string(k.min) + ", " + std::to_string(k.max) + "]" + unit;
 }
 }  // namespace
 
-std::optional<std::string> InfoMap::lookup(const std::string& key) const {
-  auto it = kv_.find(key);
+std::optional<std::string> InfoMap::lookup(std::string_view key) const {
+  auto it = kv_.find(std::string(key));
   if (it != kv_.end()) return it->second;
-  if (const char* e = std::getenv(env_name(key).c_str())) return std::string(e);
+  if (const char* e = std::getenv(environment_name(key).c_str())) return std::string(e);
   return std::nullopt;
 }
 
-std::string InfoMap::get_string(const std::string& key, const std::string& dflt) const {
-  auto v = lookup(key);
-  return v ? *v : dflt;
+bool InfoMap::get_bool(const InfoKeySpec& k) const {
+  std::string v = lookup(k.name).value_or(k.dflt);
+  int b = parse_bool_text(v);
+  if (b < 0) bad(k, v, "a boolean (true/false, 1/0, yes/no, on/off)");
+  return b == 1;
 }
 
-bool parse_bool(const std::string& key, const std::string& v) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  bad(key, v, "a boolean (true/false, 1/0, yes/no, on/off)");
+int64_t InfoMap::get_int(const InfoKeySpec& k) const {
+  std::string v = lookup(k.name).value_or(k.dflt);
+  ParsedNumber p = parse_int_text(v);
+  if (!p.ok) bad(k, v, "an integer");
+  if (p.value < k.min || p.value > k.max) bad(k, v, range_text(k, "an integer", ""));
+  return p.value;
 }
 
-bool InfoMap::get_bool(const std::string& key, bool dflt) const {
-  auto v = lookup(key);
-  return v ? parse_bool(key, *v) : dflt;
+uint64_t InfoMap::get_size(const InfoKeySpec& k) const {
+  std::string v = lookup(k.name).value_or(k.dflt);
+  ParsedNumber p = parse_size_text(v);
+  if (!p.ok) bad(k, v, "a size (digits with an optional K, M, G or T suffix)");
+  if (p.value < k.min || p.value > k.max) bad(k, v, range_text(k, "a size", " bytes"));
+  return static_cast<uint64_t>(p.value);
 }
 
-int64_t InfoMap::get_int(const std::string& key, int64_t dflt, int64_t min, int64_t max) const {
-  auto v = lookup(key);
-  if (!v) return dflt;
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno != 0) bad(key, *v, "an integer");
-  if (x < min || x > max) {
-    std::ostringstream os;
-    os << "an integer in [" << min << ", " << max << "]";
-    bad(key, *v, os.str());
-  }
-  return x;
-}
-
-uint64_t parse_size(const std::string& key, const std::string& v) {
-  if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) bad(key, v, "a size");
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (errno != 0) bad(key, v, "a size");
-  std::string suffix(end);
-  unsigned shift = 0;
-  if (suffix == "" || suffix == "B" || suffix == "b") shift = 0;
-  else if (suffix == "k" || suffix == "K" || suffix == "KiB") shift = 10;
-  else if (suffix == "m" || suffix == "M" || suffix == "MiB") shift = 20;
-  else if (suffix == "g" || suffix == "G" || suffix == "GiB") shift = 30;
-  else bad(key, v, "a size (digits with an optional K, M or G suffix)");
-  if (shift && x > (~0ull >> shift)) bad(key, v, "a size that fits in 64 bits");
-  return static_cast<uint64_t>(x) << shift;
-}
-
-uint64_t InfoMap::get_size(const std::string& key, uint64_t dflt, uint64_t min, uint64_t max) const {
-  auto v = lookup(key);
-  if (!v) return dflt;
-  uint64_t x = parse_size(key, *v);
-  if (x < min || x > max) {
-    std::ostringstream os;
-    os << "a size in [" << min << ", " << max << "] bytes";
-    bad(key, *v, os.str());
-  }
-  return x;
-}
-
-std::string InfoMap::get_choice(const std::string& key, const std::string& dflt,
-                                const std::string& choices) const {
-  auto v = lookup(key);
-  if (!v) return dflt;
-  std::istringstream is(choices);
-  std::string c;
-  while (std::getline(is, c, '|')) {
-    if (c == *v) return c;
-  }
-  bad(key, *v, "one of " + choices);
+std::string InfoMap::get_string(const InfoKeySpec& k) const {
+  std::string v = lookup(k.name).value_or(k.dflt);
+  if (k.type == InfoType::kChoice && !is_choice(k.choices, v)) bad(k, v, std::string("one of ") + k.choices);
+  return v;
 }
 
 }  // namespace thub

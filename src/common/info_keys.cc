@@ -1,49 +1,141 @@
 #include "src/common/info_keys.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "src/common/info.h"
+#include "src/common/nearest_name.h"
 #include "src/common/status.h"
 
 extern char** environ;
 
 namespace thub {
 
-const std::vector<InfoKeySpec>& info_keys() {
-  using S = InfoScope;
-  static const std::vector<InfoKeySpec> keys = {
-      {"registry", S::kContext, "string", "", "host:port[,host:port...]: the registry and its backups; unset: an embedded registry"},
-      {"datacenter", S::kContext, "string", "default", "a label; sources in the same datacenter are preferred"},
-      {"auth_token", S::kContext, "string", "", "shared secret presented to (or required by the embedded) registry"},
-      {"verify", S::kContext, "bool", "false", "hash every 1 MiB block (XXH3) at publish and check it on receipt"},
-      {"chunk_size", S::kContext, "size", "4M", "transfer unit in bytes (4K to 1G)"},
-      {"pipeline_chunk_size", S::kContext, "size", "256K", "transfer unit when the source is itself still receiving"},
-      {"max_inflight", S::kContext, "int", "16", "gets in flight per transfer (1 to 1024)"},
-      {"timeout_ms", S::kContext, "int", "0", "deadline of a blocking call in ms (0: none)"},
-      {"heartbeat_ms", S::kContext, "int", "1000", "client heartbeat period in ms"},
-      {"reconnect_ms", S::kContext, "int", "10000", "after losing the registry, try the address list this long"},
-      {"registry_timeout_ms", S::kContext, "int", "5000", "a registry that sends nothing this long is lost: fail over (0: never)"},
-      {"registry_connect_timeout_ms", S::kContext, "int", "5000", "per registry address: connect and the HELLO answer"},
-      {"registry_request_timeout_ms", S::kContext, "int", "30000", "deadline of requests the registry answers at once, when timeout_ms is 0 (0: none)"},
-      {"stall_timeout_ms", S::kContext, "int", "10000", "a source that makes no progress this long has failed"},
-      {"net_devices", S::kContext, "string", "", "UCX_NET_DEVICES (default: the NIC nearest to host memory, from hwloc)"},
-      {"tls", S::kContext, "string", "", "UCX_TLS (default: UCX's choice)"},
-      {"progress_spin_us", S::kContext, "int", "20", "how long the progress thread spins after a UCX event before it sleeps"},
-      {"compaction_threshold", S::kContext, "size", "64K", "tensors below it travel packed into one buffer (0: never)"},
-      {"transfer_mode", S::kContext, "auto|direct|copy|tcp", "auto", "zero-copy gets, a registered staging copy, or UCX's tcp transport only"},
-      {"registry_listen", S::kEmbeddedRegistry, "string", "0.0.0.0:0", "host:port the embedded registry listens on"},
-      {"heartbeat_timeout_ms", S::kEmbeddedRegistry, "int", "5000", "the embedded registry drops clients silent this long"},
-      {"pipeline", S::kEmbeddedRegistry, "bool", "true", "the embedded registry hands out partial sources (pipeline replication)"},
-      {"max_readers", S::kEmbeddedRegistry, "int", "1", "readers per source at a time (embedded registry)"},
-      {"retain", S::kModel, "int", "0", "keep the latest k versions available (retention copies in host memory)"},
-      {"spot", S::kModel, "bool", "false", "this replica may vanish at any time; it never counts for retention"},
-      {"topology_xml", S::kEnvironment, "string", "", "an hwloc XML topology to plan NIC choice on instead of this machine's"},
-  };
-  return keys;
+namespace {
+
+// ---- the table, checked at compile time ----------------------------------------------------
+
+constexpr bool is_key_name(std::string_view n) {
+  if (n.empty()) return false;
+  for (char c : n) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+constexpr bool default_fits(const InfoKeySpec& k, std::string_view d) {
+  switch (k.type) {
+    case InfoType::kString:
+      return true;
+    case InfoType::kBool:
+      return parse_bool_text(d) >= 0;
+    case InfoType::kChoice:
+      return *k.choices != '\0' && is_choice(k.choices, d);
+    case InfoType::kInt:
+    case InfoType::kSize: {
+      ParsedNumber p = k.type == InfoType::kInt ? parse_int_text(d) : parse_size_text(d);
+      return k.min <= k.max && p.ok && p.value >= k.min && p.value <= k.max;
+    }
+  }
+  return false;
+}
+
+constexpr size_t first_bad_row() {
+  constexpr unsigned kKnown = static_cast<unsigned>(InfoScope::kContext) | static_cast<unsigned>(InfoScope::kRegistry) |
+                              static_cast<unsigned>(InfoScope::kModel) | static_cast<unsigned>(InfoScope::kEnvironment);
+  for (size_t i = 0; i < kInfoKeyCount; ++i) {
+    const InfoKeySpec& k = kInfoKeys[i];
+    if (!is_key_name(k.name) || *k.doc == '\0' || k.scopes == 0 || (k.scopes & ~kKnown) != 0) return i;
+    // An environment-only key is nothing else; a flag or daemon default only on registry keys.
+    if (has_scope(k, InfoScope::kEnvironment) && k.scopes != static_cast<unsigned>(InfoScope::kEnvironment)) return i;
+    if ((*k.flag != '\0' || k.daemon_dflt) && !has_scope(k, InfoScope::kRegistry)) return i;
+    if (!default_fits(k, k.dflt) || (k.daemon_dflt && !default_fits(k, k.daemon_dflt))) return i;
+    for (size_t j = i + 1; j < kInfoKeyCount; ++j) {
+      if (std::string_view(k.name) == kInfoKeys[j].name) return j;
+    }
+  }
+  return kInfoKeyCount;
+}
+// A failure here: the row first_bad_row() names has a malformed name, no doc line, an
+// unknown scope, a default that does not parse or lies outside [min, max], or a duplicate name.
+static_assert(first_bad_row() == kInfoKeyCount, "kInfoKeys: a malformed row");
+static_assert(kInfoKeyCount < 65536, "InfoKey is 16 bits");
+
+// Does a call of `scope` read key `k`? THUB_Init reads the context's keys and the registry's
+// (for its embedded registry).
+bool applies(const InfoKeySpec& k, InfoScope scope) {
+  switch (scope) {
+    case InfoScope::kContext:
+      return has_scope(k, InfoScope::kContext) || has_scope(k, InfoScope::kRegistry);
+    case InfoScope::kRegistry:
+      return has_scope(k, InfoScope::kRegistry);
+    case InfoScope::kModel:
+      return has_scope(k, InfoScope::kModel);
+    case InfoScope::kEnvironment:
+    case InfoScope::kMemory:
+      break;
+  }
+  return false;
+}
+
+// Where a key that `scope` does not read is read instead, for the message.
+std::string read_by(const InfoKeySpec& k) {
+  if (has_scope(k, InfoScope::kEnvironment)) {
+    return "it is read from the environment only, as " + environment_name(k.name);
+  }
+  if (has_scope(k, InfoScope::kModel)) return "it is a key of THUB_Open";
+  if (has_scope(k, InfoScope::kRegistry)) return "it is a key of THUB_Init and tensorhub-registry";
+  return "it is a key of THUB_Init";
+}
+
+std::vector<std::string_view> all_names() {
+  std::vector<std::string_view> v;
+  for (const auto& k : kInfoKeys) v.emplace_back(k.name);
+  return v;
+}
+
+void warn_unknown_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (char** e = environ; e && *e; ++e) {
+      const char* kv = *e;
+      if (std::strncmp(kv, "TENSORHUB_", 10) != 0) continue;
+      const char* eq = std::strchr(kv, '=');
+      std::string name(kv + 10, eq ? static_cast<size_t>(eq - kv - 10) : std::strlen(kv + 10));
+      std::string key;
+      for (char c : name) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (find_info_key(key)) continue;
+      std::string hint;
+      if (std::string near = nearest_info_key(key); !near.empty()) {
+        hint = " (did you mean " + environment_name(near) + "?)";
+      }
+      std::fprintf(stderr, "tensorhub: warning: TENSORHUB_%s names no setting and is ignored%s\n", name.c_str(),
+                   hint.c_str());
+    }
+  });
+}
+}  // namespace
+
+const InfoKeySpec* find_info_key(std::string_view name) {
+  for (const auto& k : kInfoKeys) {
+    if (name == k.name) return &k;
+  }
+  return nullptr;
+}
+
+std::string environment_name(std::string_view key) {
+  std::string n = "TENSORHUB_";
+  for (char c : key) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return n;
+}
+
+std::string registry_flag(const InfoKeySpec& k) {
+  std::string f = "--";
+  for (const char* p = k.name; *p; ++p) f += *p == '_' ? '-' : *p;
+  return f;
 }
 
 void check_info_text(const std::string& key, const std::string& value) {
@@ -57,84 +149,19 @@ void check_info_text(const std::string& key, const std::string& value) {
   }
 }
 
-namespace {
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-bool applies(const InfoKeySpec& k, InfoScope scope) {
-  if (k.scope == InfoScope::kEnvironment || scope == InfoScope::kMemory) return false;
-  if (scope == InfoScope::kModel) return k.scope == InfoScope::kModel;
-  return k.scope == InfoScope::kContext || k.scope == InfoScope::kEmbeddedRegistry;
-}
-
-const char* scope_call(InfoScope s) {
-  return s == InfoScope::kModel ? "THUB_Open" : s == InfoScope::kMemory ? "THUB_Alloc_mem" : "THUB_Init";
-}
-
-void warn_unknown_environment() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (char** e = environ; e && *e; ++e) {
-      const char* kv = *e;
-      if (std::strncmp(kv, "TENSORHUB_", 10) != 0) continue;
-      const char* eq = std::strchr(kv, '=');
-      std::string name(kv + 10, eq ? static_cast<size_t>(eq - kv - 10) : std::strlen(kv + 10));
-      std::string key;
-      for (char c : name) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      bool known = false;
-      for (const auto& k : info_keys()) known = known || key == k.name;
-      if (known) continue;
-      std::string hint;
-      if (std::string near = nearest_info_key(key); !near.empty()) {
-        hint = " (did you mean TENSORHUB_";
-        for (char c : near) hint += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        hint += "?)";
-      }
-      std::fprintf(stderr, "tensorhub: warning: TENSORHUB_%s names no setting and is ignored%s\n", name.c_str(),
-                   hint.c_str());
-    }
-  });
-}
-}  // namespace
-
 std::string nearest_info_key(const std::string& name) {
-  std::string best;
-  size_t best_d = 4;
-  for (const auto& k : info_keys()) {
-    size_t d = edit_distance(name, k.name);
-    if (d < best_d) {
-      best_d = d;
-      best = k.name;
-    }
-  }
-  return best;
+  static const std::vector<std::string_view> names = all_names();
+  return nearest_name(name, names);
 }
 
 void check_info_keys(const InfoMap& info, InfoScope scope, const char* call) {
   warn_unknown_environment();
   for (const auto& [key, value] : info.entries()) {
-    const InfoKeySpec* spec = nullptr;
-    for (const auto& k : info_keys()) {
-      if (key == k.name) spec = &k;
-    }
-    if (spec && applies(*spec, scope)) continue;
+    const InfoKeySpec* k = find_info_key(key);
+    if (k && applies(*k, scope)) continue;
     std::string why = std::string(call) + ": unknown info key '" + key + "'";
-    if (spec && spec->scope == InfoScope::kEnvironment) {
-      why += " (it is read from the environment only, as TENSORHUB_" + std::string(key) + ")";
-    } else if (spec) {
-      why += " (it is a key of " + std::string(scope_call(spec->scope)) + ")";
+    if (k) {
+      why += " (" + read_by(*k) + ")";
     } else if (std::string near = nearest_info_key(key); !near.empty()) {
       why += " (did you mean '" + near + "'?)";
     }

@@ -2,45 +2,40 @@
 
 namespace thub {
 
-const CodeText kCodeTexts[] = {
-    {0, "THUB_SUCCESS", "done"},
-    {1, "THUB_IN_PROGRESS", "the operation is still running; test or wait again"},
-    {2, "THUB_NOT_UPDATED", "nothing newer than the held version is available (not an error)"},
-    {-1, "THUB_ERR_ARG", "a bad argument: check for null handles, sizes and info values"},
-    {-2, "THUB_ERR_STATE", "not allowed now: check the order of register/publish/replicate/unpublish"},
-    {-3, "THUB_ERR_NOT_FOUND", "no such model or version: was it published, or already dropped?"},
-    {-4, "THUB_ERR_LAYOUT",
-     "registered tensors differ from the source's: register the same names and sizes in the same order"},
-    {-5, "THUB_ERR_TRANSPORT", "the data plane failed: UCX could not start, or no source could finish the transfer"},
-    {-6, "THUB_ERR_REGISTRY", "no registry could be reached: check the registry address (TENSORHUB_REGISTRY)"},
-    {-7, "THUB_ERR_TIMEOUT", "a deadline given in the info passed"},
-    {-8, "THUB_ERR_NO_MEMORY", "allocation or memory registration failed"},
-    {-9, "THUB_ERR_UNSUPPORTED", "not supported by this build or machine (e.g. CUDA memory without CUDA)"},
-    {-10, "THUB_ERR_AUTH", "the registry refused the credentials: check auth_token"},
-    {-11, "THUB_ERR_VERSION_LOST", "every holder of the version is gone: ask for a newer one"},
-    {-12, "THUB_ERR_CANCELED", "the request was canceled (THUB_Cancel) before it took effect"},
-    {-99, "THUB_ERR_INTERNAL", "a bug in TensorHub: please report it with THUB_Last_error's text"},
-};
-
-const size_t kCodeTextCount = sizeof kCodeTexts / sizeof kCodeTexts[0];
-
 namespace {
-const CodeText* find(int code) {
-  for (size_t i = 0; i < kCodeTextCount; ++i) {
-    if (kCodeTexts[i].code == code) return &kCodeTexts[i];
-  }
-  return nullptr;
+constexpr bool same(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
 }
+
+// Numbers and names unique, every text there (an empty message or hint would make a
+// useless THUB_Error_string).
+constexpr bool table_is_consistent() {
+  for (size_t i = 0; i < kCodeTextCount; ++i) {
+    const CodeText& a = kCodeTexts[i];
+    if (!*a.message || !*a.hint) return false;
+    for (size_t j = i + 1; j < kCodeTextCount; ++j) {
+      if (a.code == kCodeTexts[j].code || same(a.name, kCodeTexts[j].name)) return false;
+    }
+  }
+  return true;
+}
+static_assert(table_is_consistent(), "THUB_STATUS_TABLE: a duplicate number or name, or an empty text");
 }  // namespace
 
 const char* code_name(int code) {
-  const CodeText* t = find(code);
+  const CodeText* t = find_code(code);
   return t ? t->name : "THUB_ERR_UNKNOWN";
 }
 
 const char* code_hint(int code) {
-  const CodeText* t = find(code);
-  return t ? t->hint : "an unknown status code";
+  const CodeText* t = find_code(code);
+  return t ? t->hint : "not a TensorHub status code";
+}
+
+const char* code_string(int code) {
+  const CodeText* t = find_code(code);
+  return t ? t->text : kUnknownCodeText;
 }
 
 }  // namespace thub

@@ -27,6 +27,7 @@ namespace {
 
 constexpr uint64_t kBig = 3u << 20;   // served in place
 constexpr uint64_t kSmall = 4096;     // packed into the compact segment
+constexpr uint64_t kThreshold = 64u << 10;  // the victim's and the liar's (part of the layout)
 
 // The victim: a real context (embedded registry) and model, the C++ core under the C API.
 struct Victim {
@@ -37,6 +38,7 @@ struct Victim {
     InfoMap info;
     info.set("verify", "false");
     info.set("stall_timeout_ms", "2000");
+    info.set("compaction_threshold", std::to_string(kThreshold));
     ctx = std::make_unique<Context>(info);
     model = std::make_unique<Model>(*ctx, "policy", "victim", 0, 1, InfoMap());
     model->register_tensor("big", big.data(), big.size(), 0);
@@ -47,8 +49,9 @@ struct Victim {
 // The liar: its own UCX worker and registered memory with the victim's layout, speaking to
 // the registry directly, so that it can publish any descriptor it likes.
 struct Liar {
-  std::unique_ptr<transport::Worker> worker = transport::Worker::create({});
+  // The memory outlives the worker: a get the victim gave up on may still be answered.
   std::vector<char> big = std::vector<char>(kBig, 7), small = std::vector<char>(kSmall, 9);
+  std::unique_ptr<transport::Worker> worker = transport::Worker::create({});
   Holding h;
   std::unique_ptr<registry::Connection> conn;
   uint64_t member = 0;
@@ -56,11 +59,10 @@ struct Liar {
   explicit Liar(const std::string& registry) {
     h.table.add("big", big.data(), big.size(), 0);
     h.table.add("small", small.data(), small.size(), 0);
-    h.map(*worker, 2u << 20, false);
+    h.map(*worker, kThreshold, false);
     std::memcpy(h.compact->data(), small.data(), kSmall);
-    h.epoch = next_fill_epoch();
-    h.counter->store(h.epoch, h.plan.total_bytes());
-    h.hashes[0] = 0;
+    h.begin_fill(next_fill_epoch());  // as if a transfer had filled it: no checksums
+    h.fill_writer().show(0, nullptr, 0, 0, h.plan.total_bytes());
     registry::ConnectionOptions o;
     o.addresses = {registry};
     conn = std::make_unique<registry::Connection>(o);
@@ -70,12 +72,12 @@ struct Liar {
   }
   // Publishes version 1 with the descriptor `tamper` makes of the true one.
   void publish(const std::function<void(Descriptor&)>& tamper) {
-    Descriptor d = decode_descriptor(h.descriptor(worker->address(), h.epoch));
+    Descriptor d = decode_descriptor(h.descriptor(worker->address(), h.epoch()));
     tamper(d);
     publish_raw(encode_descriptor(d));
   }
   void publish_raw(const std::string& desc) {
-    sched::Reply r = conn->call(sched::Publish{0, 0, member, 1, h.table.layout_hash(), desc}, 10000);
+    sched::Reply r = conn->call(sched::Publish{0, 0, member, 1, h.table.layout_hash(kThreshold), desc}, 10000);
     ASSERT_EQ(r.status, sched::Status::kOk) << r.detail;
   }
 };
@@ -171,7 +173,7 @@ TEST(HostileSourceTest, GarbageDescriptorIsATransportError) {
 TEST(HostileSourceTest, CompleteSourceWhoseCounterLagsHasFailed) {
   Victim v;
   Liar liar(v.ctx->registry_address());
-  liar.h.counter->store(liar.h.epoch, 100);
+  liar.h.fill_writer().show(0, nullptr, 0, 0, 100);
   liar.publish([](Descriptor&) {});
   try {
     replicate_latest(*v.model);

@@ -34,9 +34,20 @@ TEST(LayoutTest, LayoutHashDependsOnNamesSizesAndOrder) {
   c.add("w", x.data(), 8, 0);
   d.add("w", x.data(), 8, 0);
   d.add("b", x.data(), 5, 0);
-  EXPECT_EQ(a.layout_hash(), b.layout_hash());
-  EXPECT_NE(a.layout_hash(), c.layout_hash());
-  EXPECT_NE(a.layout_hash(), d.layout_hash());
+  EXPECT_EQ(a.layout_hash(0), b.layout_hash(0));
+  EXPECT_NE(a.layout_hash(0), c.layout_hash(0));
+  EXPECT_NE(a.layout_hash(0), d.layout_hash(0));
+}
+
+// The compaction threshold decides the stream's packing: it is part of the layout, whether
+// or not it changes which of these tensors are packed.
+TEST(LayoutTest, LayoutHashDependsOnTheCompactionThreshold) {
+  std::vector<char> x(8);
+  TensorTable a;
+  a.add("w", x.data(), 8, 0);
+  EXPECT_EQ(a.layout_hash(64u << 10), a.layout_hash(64u << 10));
+  EXPECT_NE(a.layout_hash(64u << 10), a.layout_hash(0));
+  EXPECT_NE(a.layout_hash(64u << 10), a.layout_hash(2u << 20));
 }
 
 TEST(LayoutTest, DuplicateAndNullAreRefused) {

@@ -1,6 +1,8 @@
 // tensorhub-registry: the standalone registry daemon.
-//   tensorhub-registry --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]
-//                      [--max-readers N] [--no-pipeline] [--verbose] [limits, see usage()]
+//   tensorhub-registry [--listen HOST:PORT] [--KEY-NAME VALUE ...] [--verbose]
+// Its settings are the registry's info keys (src/common/info_keys.h): each is a flag
+// --key-name VALUE (and TENSORHUB_<KEY> in the environment; a flag wins), so the embedded
+// registry and the daemon read the same keys the same way.
 // Prints "listening HOST:PORT" once ready (port 0 picks a free one), serves until SIGINT/SIGTERM.
 #include <signal.h>
 #include <sys/resource.h>
@@ -9,10 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "src/common/info.h"
+#include "src/common/nearest_name.h"
 #include "src/common/status.h"
 #include "src/registry/server.h"
+#include "tools/vocabulary/render.h"
 
 namespace {
 thub::registry::Server* g_server = nullptr;
@@ -22,49 +27,66 @@ void on_signal(int) {
 
 int usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s --listen HOST:PORT [--auth-token T] [--heartbeat-timeout-ms N]\n"
-               "          [--max-readers N] [--no-pipeline] [--verbose]\n"
-               "          [--max-connections N] [--max-connections-per-host N]\n"
-               "          [--hello-timeout-ms N] [--frame-timeout-ms N]\n"
-               "          [--output-pause-bytes N] [--max-output-bytes N]\n"
+               "usage: %s [--listen HOST:PORT] [--KEY-NAME VALUE ...] [--verbose]\n"
                "The TensorHub registry: records which worker holds which version; moves no data.\n"
-               "Limits (docs/protocol.md): connections in all (8192) and per peer address (1024);\n"
-               "HELLO within 10000 ms of connecting; a partial frame or unread replies that make no\n"
-               "progress for 30000 ms close the connection; replies queued beyond 4 MiB pause reading\n"
-               "that client, beyond 128 MiB close it. Refusals are logged to stderr.\n"
-               "Environment: TENSORHUB_AUTH_TOKEN is used when --auth-token is not given.\n",
-               argv0);
+               "Settings (the registry's info keys; each also TENSORHUB_<KEY>, a flag wins):\n%s"
+               "  --verbose\n"
+               "      log connections and protocol errors to stderr (refusals are always logged)\n"
+               "Sizes take a K, M, G or T suffix; booleans are true/false, 1/0, yes/no, on/off.\n"
+               "Limits: docs/protocol.md. Every key: docs/info-keys.md.\n",
+               argv0, thub::vocabulary::registry_flags_help().c_str());
   return rc;
+}
+
+// The registry key a flag names: --key-name, or a key's older spelling (--listen).
+const thub::InfoKeySpec* flag_key(const std::string& flag) {
+  for (const auto& k : thub::kInfoKeys) {
+    if (!thub::has_scope(k, thub::InfoScope::kRegistry)) continue;
+    if (flag == thub::registry_flag(k) || (*k.flag && flag == k.flag)) return &k;
+  }
+  return nullptr;
+}
+
+std::string nearest_flag(const std::string& flag) {
+  std::vector<std::string> flags = {"--verbose", "--help"};
+  for (const auto& k : thub::kInfoKeys) {
+    if (thub::has_scope(k, thub::InfoScope::kRegistry)) flags.push_back(thub::registry_flag(k));
+  }
+  std::vector<std::string_view> views(flags.begin(), flags.end());
+  return thub::nearest_name(flag, views);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
-  thub::registry::ServerOptions o;
-  o.listen = "0.0.0.0:7070";
-  if (const char* t = std::getenv("TENSORHUB_AUTH_TOKEN")) o.auth_token = t;
+  thub::InfoMap settings;
+  bool verbose = false;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
-      auto value = [&]() -> std::string {
+      if (a == "--verbose") {
+        verbose = true;
+      } else if (a == "--help" || a == "-h") {
+        return usage(argv[0], 0);
+      } else if (const thub::InfoKeySpec* k = flag_key(a)) {
         if (i + 1 >= argc) throw thub::Error(thub::Code::kArg, a + " needs a value");
-        return argv[++i];
-      };
-      if (a == "--listen") o.listen = value();
-      else if (a == "--auth-token") o.auth_token = value();
-      else if (a == "--heartbeat-timeout-ms") o.sched.heartbeat_timeout = std::stoll(value()) * 1000;
-      else if (a == "--max-readers") o.sched.max_readers_per_source = std::stoi(value());
-      else if (a == "--no-pipeline") o.sched.pipeline = false;
-      else if (a == "--max-connections") o.max_connections = std::stoi(value());
-      else if (a == "--max-connections-per-host") o.max_connections_per_host = std::stoi(value());
-      else if (a == "--hello-timeout-ms") o.hello_timeout_ms = std::stoi(value());
-      else if (a == "--frame-timeout-ms") o.frame_timeout_ms = std::stoi(value());
-      else if (a == "--output-pause-bytes") o.output_pause_bytes = std::stoull(value());
-      else if (a == "--max-output-bytes") o.max_output_bytes = std::stoull(value());
-      else if (a == "--verbose") o.verbose = true;
-      else if (a == "--help" || a == "-h") return usage(argv[0], 0);
-      else return usage(argv[0], 2);
+        settings.set(k->name, argv[++i]);
+      } else if (const thub::InfoKeySpec* b = a.rfind("--no-", 0) == 0 ? flag_key("--" + a.substr(5)) : nullptr;
+                 b && b->type == thub::InfoType::kBool) {
+        settings.set(b->name, "false");
+      } else {
+        std::string near = nearest_flag(a);
+        std::fprintf(stderr, "tensorhub-registry: unknown argument '%s'%s; --help lists the settings\n", a.c_str(),
+                     near.empty() ? "" : (" (did you mean " + near + "?)").c_str());
+        return 2;
+      }
     }
-    if (o.sched.max_readers_per_source < 1) throw thub::Error(thub::Code::kArg, "--max-readers must be >= 1");
+    // The daemon's own defaults where they differ from the embedded registry's (its port).
+    for (const auto& k : thub::kInfoKeys) {
+      if (k.daemon_dflt && !settings.lookup(k.name)) settings.set(k.name, k.daemon_dflt);
+    }
+    thub::check_info_keys(settings, thub::InfoScope::kRegistry, "tensorhub-registry");
+    thub::registry::ServerOptions o = thub::registry::ServerOptions::from_info(settings);
+    o.verbose = verbose;
     // A daemon serving thousands of clients needs the descriptors its hard limit allows;
     // beyond them, accept() fails with EMFILE and the server pauses accepting (logged).
     rlimit rl{};

@@ -1,0 +1,26 @@
+// The registry's settings from info keys: one reading for the embedded registry (THUB_Init)
+// and the daemon (tensorhub-registry turns its flags into the same keys).
+#include "src/common/info.h"
+#include "src/registry/server.h"
+#include "src/registry/socket.h"
+
+namespace thub::registry {
+
+ServerOptions ServerOptions::from_info(const InfoMap& info) {
+  ServerOptions o;
+  o.listen = info.get<info_key("registry_listen")>();
+  (void)parse_host_port(o.listen);  // validate early
+  o.auth_token = info.get<info_key("auth_token")>();
+  o.sched.heartbeat_timeout = info.get<info_key("heartbeat_timeout_ms")>() * 1000;
+  o.sched.pipeline = info.get<info_key("pipeline")>();
+  o.sched.max_readers_per_source = static_cast<int>(info.get<info_key("max_readers")>());
+  o.max_connections = static_cast<int>(info.get<info_key("max_connections")>());
+  o.max_connections_per_host = static_cast<int>(info.get<info_key("max_connections_per_host")>());
+  o.hello_timeout_ms = static_cast<int>(info.get<info_key("hello_timeout_ms")>());
+  o.frame_timeout_ms = static_cast<int>(info.get<info_key("frame_timeout_ms")>());
+  o.output_pause_bytes = static_cast<size_t>(info.get<info_key("output_pause_bytes")>());
+  o.max_output_bytes = static_cast<size_t>(info.get<info_key("max_output_bytes")>());
+  return o;
+}
+
+}  // namespace thub::registry

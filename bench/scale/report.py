@@ -81,7 +81,7 @@ def tables(runs, reg):
     out.append("Scenario *base*: %s, %d shards, %d GPUs and %d NICs of %s Gbit/s per host, "
                "max_readers %d, pipeline; rollouts call THUB_Replicate(latest) at t0 + U[0, 1 ms). "
                "Registry CPU per version: `thub_fanout_replay_bench`, median CPU time of the "
-               "replay of the same fan-out (spread 1 ms), this machine."
+               "replay of the same fan-out (spread 1 ms), on the benchmark's machine (below)."
                % (fmt_bytes(base[0]["model_bytes"]) if base else "?", base[0]["shards"] if base else 0,
                   base[0]["gpus_per_host"] if base else 0, base[0]["nics_per_host"] if base else 0,
                   g(base[0]["nic_gbit"]) if base else "?", base[0]["max_readers"] if base else 0))

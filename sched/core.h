@@ -153,14 +153,14 @@ class Core {
   void on(const Publish& e);
   void on(const Unpublish& e);
   void touch(ClientId c);
-  void expire();
+  bool expire();  // true if a client was removed or an orphan read ended
   // A client removed for silence may still be reading: its reads become orphans, which hold
   // off their sources' drains until heartbeat_timeout has passed (it learns of the removal by
   // then) but no longer take a reader slot (load); a Disconnect or a Close ends them at once.
   void remove_client(ClientId c, bool orphan_reads = false);
   void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
   void hide_leaving(Member& m);  // unindexed for good: no longer a holder for any decision
-  void expire_orphans();
+  bool expire_orphans();
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);
 
@@ -212,11 +212,12 @@ class Core {
   // A failure report is judged (failure_reports distinct reader clients, or the source's
   // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
   void report_failure(const Lease& l, ClientId reporter);
-  void judge_silent();              // reported copies whose client fell silent meanwhile
+  bool judge_silent();              // reported copies whose client fell silent meanwhile
   void clear_reports(MemberId source, bool from_offload, Version v);
   bool silent(ClientId c) const;
   Time failure_silence() const;
   void mark_failed(MemberId source, bool from_offload, Version v);
+  bool waits_for_model_only(const Pending& p) const;
   void wake();
 
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
@@ -253,6 +254,9 @@ class Core {
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;
   std::vector<Pending> pending_;
+  // The step changed nothing a deferred request waits for (a heartbeat, a tick, a request
+  // that was itself deferred): wake() would answer none, so it is not run (step()).
+  bool quiet_ = false;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
 };

@@ -14,22 +14,27 @@ void Core::touch(ClientId c) {
   deadlines_.insert({now_, c});
 }
 
-void Core::expire() {
+bool Core::expire() {
+  bool changed = false;
   while (!deadlines_.empty()) {
     auto [seen, c] = *deadlines_.begin();
     if (now_ - seen <= cfg_.heartbeat_timeout) break;
     out_.emplace_back(Drop{c});
     remove_client(c, /*orphan_reads=*/true);
+    changed = true;
   }
-  expire_orphans();
+  return expire_orphans() || changed;
 }
 
-void Core::expire_orphans() {
+bool Core::expire_orphans() {
+  bool changed = false;
   while (!orphans_.empty() && orphans_.begin()->first <= now_) {
     LeaseId l = orphans_.begin()->second;
     orphans_.erase(orphans_.begin());
     end_lease(l);
+    changed = true;
   }
+  return changed;
 }
 
 bool Core::known_client(ClientId c, RequestId req) {

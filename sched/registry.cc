@@ -53,14 +53,17 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
           touch(e.client);
       },
       ev);
-  expire();
-  judge_silent();
+  quiet_ = false;
+  bool expired = expire();
+  expired = judge_silent() || expired;  // a confirmed failure may let a deferred request on
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, Tick>) {
+          quiet_ = true;
         } else if constexpr (std::is_same_v<E, Heartbeat>) {
           touch(e.client);
+          quiet_ = true;
         } else if constexpr (std::is_same_v<E, Connect> || std::is_same_v<E, Disconnect>) {
           on(e);
         } else if constexpr (kIsRequest<E>) {
@@ -83,7 +86,13 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
         }
       },
       ev);
-  wake();
+  // Deferred requests are retried only after a step that may have let one proceed: with
+  // thousands waiting in a large fan-out, retrying them after every heartbeat and every
+  // deferral made the registry's work per version superlinear (docs/scale.md).
+  // While a failure report stands, time alone changes answers: a reporter waiting for the
+  // judgment of its only holder is answered once that holder has been heard past
+  // failure_silence (SourceFailureTest), so quiet steps retry then too.
+  if (expired || !quiet_ || !suspects_.empty()) wake();
   return std::move(out_);
 }
 

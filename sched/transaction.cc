@@ -1,6 +1,9 @@
 // Replicate, its replica-level transaction, grants and leases, transfer completion, source
 // failure, and the queue of deferred requests.
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include "sched/core.h"
 
@@ -50,7 +53,12 @@ void Core::on(const Replicate& e) {
   p.member = e.member;
   p.spec = e.spec;
   p.newer_than = e.newer_than;
-  if (!try_replicate(p)) pending_.push_back(p);
+  if (!try_replicate(p)) {
+    // Deferred: nothing changed that another deferred request waits for (only this member's
+    // own descriptor and its shard's `refused` mark, which decide no wait).
+    pending_.push_back(p);
+    quiet_ = true;
+  }
 }
 
 // Only a replicate that changed nothing yet is canceled: its member is still empty (a
@@ -384,8 +392,8 @@ void Core::report_failure(const Lease& l, ClientId reporter) {
     mark_failed(s.id, l.from_offload, l.version);
 }
 
-void Core::judge_silent() {
-  if (suspects_.empty()) return;
+bool Core::judge_silent() {
+  if (suspects_.empty()) return false;
   std::vector<std::tuple<MemberId, bool, Version>> confirmed;
   for (const auto& key : suspects_) {
     auto it = members_.find(std::get<0>(key));
@@ -395,6 +403,7 @@ void Core::judge_silent() {
     suspects_.erase({id, host, v});
     mark_failed(id, host, v);
   }
+  return !confirmed.empty();
 }
 
 // The copy is confirmed failed: hidden from everybody, its data never offloaded or restored.
@@ -456,7 +465,31 @@ void Core::on(const SourceFailed& e) {
   if (!try_regrant(p)) pending_.push_back(p);
 }
 
+// A deferred Replicate of a replica that holds nothing (every shard's buffers empty, no host
+// copy) and has no open transaction waits for the model's state alone: its answer depends
+// on (model, num_shards, spec, newer_than), not on who asks (no chain of partial sources can
+// pass through an empty member, and an empty replica is never a source). So within one
+// wake(), while no request has been answered, one such request that still has to wait says
+// that every other with the same key waits too, and the source choice (which scans every
+// holder) is not run again for each: with N replicas' shards asking in interleaved order,
+// that made every event cost O(N) per deferred request, O(N^3) per version
+// (docs/scale.md).
+bool Core::waits_for_model_only(const Pending& p) const {
+  if (p.kind != Pending::Kind::kReplicate || p.in_place) return false;
+  const Member& m = members_.at(p.member);
+  const Replica& r = models_.at(m.model).replicas.at(m.replica);
+  if (r.txn) return false;
+  for (const auto& [s, id] : r.shards) {
+    const Member& x = members_.at(id);
+    if (x.buf != Buf::kEmpty || !x.offloaded.empty()) return false;
+  }
+  return true;
+}
+
 void Core::wake() {
+  using Key = std::tuple<std::string, int, Version, Version>;
+  std::map<Key, uint64_t> waiting;  // key -> `answered` when one request of that key waited
+  uint64_t answered = 0;
   bool progress = true;
   while (progress && !pending_.empty()) {
     progress = false;
@@ -466,12 +499,23 @@ void Core::wake() {
         pending_.erase(pending_.begin() + static_cast<long>(i));
         continue;
       }
+      std::optional<Key> key;
+      if (waits_for_model_only(p)) {
+        const Member& m = members_.at(p.member);
+        key = Key{m.model, m.num_shards, p.spec, p.newer_than};
+        if (auto w = waiting.find(*key); w != waiting.end() && w->second == answered) {
+          ++i;  // nothing changed since an identical request had to wait
+          continue;
+        }
+      }
       bool done = p.kind == Pending::Kind::kRegrant ? try_regrant(p) : try_replicate(p);
       if (done) {
         // try_* may have appended; the answered entry is still at i
         pending_.erase(pending_.begin() + static_cast<long>(i));
         progress = true;
+        ++answered;
       } else {
+        if (key) waiting[*key] = answered;  // a try that waits changes nothing
         ++i;
       }
     }

@@ -80,7 +80,9 @@ struct Worker::Impl {
   std::map<RkeyKey, decltype(rkeys)::iterator> rkey_index;
   void forget_rkeys(const Peer* p);
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
-  bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
+  // Inside ucp_get_nbx or ucp_ep_close_nbx: a completion now is deferred to the loop (see
+  // Worker::get; a forced close completes the endpoint's gets with CANCELED inside the call).
+  int in_ucx_call = 0;
   Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
   bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
 
@@ -408,7 +410,7 @@ void Worker::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
 // issues the next get from the callback (Job::pump) would recurse once per chunk, and see its
 // own state half updated; so such a completion waits for the loop.
 void Worker::Impl::complete(GetCallback cb, bool ok, std::string err) {
-  if (!in_get) return cb(ok, err);
+  if (in_ucx_call == 0) return cb(ok, err);
   post([cb = std::move(cb), ok, err = std::move(err)] { cb(ok, err); });
 }
 
@@ -555,9 +557,10 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
     if (p->error.empty()) p->error = "forgotten: the peer is gone";
     impl_->abandoned.push_back(p);
   };
+  const std::string address = peer->address;
   auto& peers = impl_->peers;
-  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
-  while (it != peers.end() && it->first.first == peer->address) {
+  auto it = peers.lower_bound({address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == address) {
     abandon(it->second);
     it = peers.erase(it);
   }
@@ -596,7 +599,9 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    in_ucx_call++;
     void* r = ucp_ep_close_nbx(p->ep, &prm);
+    in_ucx_call--;
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     p->ep = nullptr;
   } else if (p->ep) {
@@ -605,9 +610,11 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
 }
 
 void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
+  // By value: `peer` is often a member of the job whose gets this cancels.
+  const std::string address = peer->address;
   auto& peers = impl_->peers;
-  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
-  while (it != peers.end() && it->first.first == peer->address) {
+  auto it = peers.lower_bound({address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == address) {
     if (!it->second->error_handling) {
       ++it;
       continue;
@@ -633,7 +640,7 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
   prm.cb.send = get_done;
   prm.user_data = op;
   impl_->outstanding++;
-  impl_->in_get = true;
+  impl_->in_ucx_call++;
   ucs_status_ptr_t r = ucp_get_nbx(peer->ep, local, len, remote, static_cast<ucp_rkey_h>(key.handle()), &prm);
   if (UCS_PTR_IS_ERR(r)) {
     impl_->outstanding--;
@@ -648,7 +655,7 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     impl_->ops.erase(op);
     delete op;
   }
-  impl_->in_get = false;
+  impl_->in_ucx_call--;
 }
 
 RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {

@@ -3,7 +3,7 @@
 # sizes into a temporary folder, then checks that its JSON lines are well formed and that
 # every replicate row carries the fields the suite exists for: TensorHub's bandwidth, the
 # ucx_perftest roofline, their ratio, and CPU s/GB on both sides. It asserts nothing about
-# speed (STYLE.md: speed goes in bench/, as medians and ratios), only that the instrument
+# speed (speed is reported in bench/, as medians and ratios), only that the instrument
 # measures. Exit 77 (skip) when ucx_perftest is missing.
 set -euo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")

@@ -1,4 +1,4 @@
-/* trainer_rollout: a co-located trainer and rollout in C; the minimal rollout loop of API.md
+/* trainer_rollout: a co-located trainer and rollout in C; the minimal rollout loop of docs/api.md
  * made complete.
  *
  *   trainer_rollout trainer [STEPS [MIB [ROLLOUT_PROGRAM]]]

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 
 namespace thub::sched::detail {
@@ -46,6 +47,10 @@ struct Member {
                               // holding given up by Unpublish or an update, not a failed or
                               // partial one): retention may still offload it
   RequestId unpublish_req = 0;
+  // kReceiving: the bytes the reader held when it last said so (0 at a first grant, a
+  // SourceFailed's resume point since) and when. For introspection only; decides nothing.
+  uint64_t bytes_reported = 0;
+  Time reported_at = 0;
   std::map<Version, OffloadCopy> offloaded;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
 };
@@ -57,6 +62,7 @@ struct Lease {
   Version version = -1;
   bool from_offload = false;  // reads the source's host copy, not its buffers
   Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
+  Time granted_at = 0;        // introspection only
 };
 
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
@@ -127,6 +133,7 @@ class Core {
   std::vector<Action> step(const Event& ev, Time now);
   std::string describe() const;
   std::string check_invariants() const;
+  Snapshot snapshot(const SnapshotLimits& limits) const;  // snapshot.cc
 
   // ---- membership.cc
   void on(const Connect& e);

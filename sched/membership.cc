@@ -196,6 +196,10 @@ void Core::on(const Publish& e) {
 void Core::on(const Unpublish& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
+  // Whoever unpublishes has stopped reading: also a member that a reader reported failed
+  // (draining or emptied while its own transfer went on) ends its own read here, else its
+  // source would never drain.
+  if (m->buf != Buf::kReceiving) cancel_own_lease(*m);
   if (m->buf == Buf::kEmpty || m->unpublish_pending)
     return reply_err(e.client, e.req, Status::kState,
                      m->buf == Buf::kEmpty ? "nothing published" : "already unpublishing");

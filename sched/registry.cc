@@ -19,6 +19,7 @@ Registry::~Registry() = default;
 std::vector<Action> Registry::step(const Event& ev, Time now) { return s_->core.step(ev, now); }
 std::string Registry::describe() const { return s_->core.describe(); }
 std::string Registry::check_invariants() const { return s_->core.check_invariants(); }
+Snapshot Registry::snapshot(const SnapshotLimits& limits) const { return s_->core.snapshot(limits); }
 
 namespace detail {
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 
 namespace thub::sched {
@@ -23,6 +24,10 @@ class Registry {
 
   // A human-readable dump of models, versions and holders (tensorhub-info, debugging).
   [[nodiscard]] std::string describe() const;
+
+  // Models, versions, holders, transfers in flight and retention as values (snapshot.h), at
+  // most `limits` of each; changes nothing (tensorhub-info --registry, the INFO request).
+  [[nodiscard]] Snapshot snapshot(const SnapshotLimits& limits = {}) const;
 
   // Checks the registry's internal invariants (leases, loads, lost wake-ups); returns ""
   // when consistent, else one line per violation. For the simulation and debugging.

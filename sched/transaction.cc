@@ -234,12 +234,17 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.reader_client = m.client;
   l.version = v;
   l.from_offload = pick.from_offload;
+  l.granted_at = now_;
   leases_[l.id] = l;
   leases_by_source_[src.id].insert(l.id);
   unindex(m);
   m.buf = Buf::kReceiving;
   m.version = v;
   m.own_lease = l.id;
+  if (p.kind != Pending::Kind::kRegrant) {  // a regrant resumes from what SourceFailed reported
+    m.bytes_reported = 0;
+    m.reported_at = now_;
+  }
   index(m);
   Reply r = make_reply(p.client, p.req);
   r.version = v;
@@ -349,6 +354,8 @@ void Core::on(const SourceFailed& e) {
     return reply_err(e.client, e.req, Status::kState,
                      "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
   Lease l = it->second;
+  m->bytes_reported = e.chunks_done;  // bytes of the stream held: the resume point
+  m->reported_at = now_;
   end_lease(l.id);
   mark_failed(l.source, l.from_offload, l.version);
   if (m->buf != Buf::kReceiving)

@@ -1,5 +1,5 @@
 // CPU time of processes, for "CPU seconds per GB moved" beside every bandwidth
-// (STYLE.md: speed bought by spinning a trainer's core is not speed).
+// (speed bought by spinning a trainer's core is not speed).
 #pragma once
 
 #include <dirent.h>

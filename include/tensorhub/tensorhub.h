@@ -469,7 +469,7 @@ int THUB_Request_free(THUB_Request *req);
 int THUB_Cancel(THUB_Request *req);
 
 /**
- * @brief Read one counter of a model (an addition to API.md, in the spirit of MPI_T).
+ * @brief Read one counter of a model (an addition to the first contract, in the spirit of MPI_T).
  *
  * Keys (an unknown one is THUB_ERR_ARG, naming the nearest known key):
  * <!-- BEGIN GENERATED stat-keys c-comment (from src/common/stat_keys.h) -->

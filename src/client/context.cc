@@ -49,6 +49,19 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   return c;
 }
 
+registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::string> addresses) const {
+  registry::ConnectionOptions co;
+  co.addresses = std::move(addresses);
+  co.auth_token = auth_token;
+  co.datacenter = datacenter;
+  co.heartbeat_ms = heartbeat_ms;
+  co.reconnect_ms = reconnect_ms;
+  co.registry_timeout_ms = registry_timeout_ms;
+  co.connect_timeout_ms = registry_connect_timeout_ms;
+  co.request_timeout_ms = registry_request_timeout_ms;
+  return co;
+}
+
 Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   std::vector<std::string> addresses;
   if (cfg_.registry.empty()) {
@@ -76,15 +89,7 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   }
   worker_ = transport::Worker::create(wo);
 
-  registry::ConnectionOptions co;
-  co.addresses = addresses;
-  co.auth_token = cfg_.auth_token;
-  co.datacenter = cfg_.datacenter;
-  co.heartbeat_ms = cfg_.heartbeat_ms;
-  co.reconnect_ms = cfg_.reconnect_ms;
-  co.registry_timeout_ms = cfg_.registry_timeout_ms;
-  co.connect_timeout_ms = cfg_.registry_connect_timeout_ms;
-  co.request_timeout_ms = cfg_.registry_request_timeout_ms;
+  registry::ConnectionOptions co = cfg_.connection_options(addresses);
   engine_ = std::make_unique<Executor>("engine");
   copier_ = std::make_unique<Executor>("copy engine");
   conn_ = std::make_unique<registry::Connection>(co);

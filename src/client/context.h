@@ -10,6 +10,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "src/client/executor.h"
 #include "src/client/member_machine.h"
@@ -21,6 +22,7 @@ class Worker;
 }
 namespace thub::registry {
 class Connection;
+struct ConnectionOptions;
 class Server;
 struct ServerOptions;
 }
@@ -58,6 +60,9 @@ struct ContextConfig {
   std::shared_ptr<const registry::ServerOptions> embedded_registry;
 
   static ContextConfig from_info(const InfoMap& info);  // throws Error(kArg)
+  // How this context (or a tool speaking for it: tensorhub-info) connects to `addresses`:
+  // authentication, deadlines, heartbeats.
+  [[nodiscard]] registry::ConnectionOptions connection_options(std::vector<std::string> addresses) const;
 };
 
 class Context {

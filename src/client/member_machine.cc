@@ -55,6 +55,9 @@ bool MemberMachine::start(uint64_t id, Kind kind) {
 
 void MemberMachine::finish(Code code, std::string detail) {
   const uint64_t id = op_->id;
+  // A publish that failed after its fill was prepared: the user may overwrite the buffers
+  // now, and a registry that took the request after all hands out its descriptor.
+  if (op_->kind == Kind::kPublish && op_->prepared && code != Code::kSuccess) out_.emplace_back(InvalidateHolding{});
   op_.reset();
   out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
 }
@@ -62,6 +65,7 @@ void MemberMachine::finish(Code code, std::string detail) {
 void MemberMachine::on(const OpOpen& e) {
   if (!start(e.op, Kind::kOpen)) return;
   if (phase_ != Phase::kNew) return finish(Code::kState, "already open");
+  generation_ = std::max(generation_, e.generation);  // a RegistryBack may have come first
   if (!up_) return wait_registry();
   send_op_request();
 }
@@ -76,6 +80,7 @@ void MemberMachine::on(const OpPublish& e) {
   }
   op_->spec = e.version;
   op_->stage = Stage::kPreparing;
+  op_->prepared = true;
   out_.emplace_back(PrepareHolding{e.op, e.version});
 }
 
@@ -99,7 +104,7 @@ void MemberMachine::on(const Prepared& e) {
   op_->layout_hash = e.layout_hash;
   op_->descriptor = e.descriptor;
   op_->fill = e.fill;
-  if (!up_ || member_ == 0) return wait_registry();
+  if (unsettled()) return wait_registry();
   send_op_request();
 }
 
@@ -111,7 +116,7 @@ void MemberMachine::on(const PrepareFailed& e) {
 void MemberMachine::on(const OpUnpublish& e) {
   if (!start(e.op, Kind::kUnpublish)) return;
   if (phase_ != Phase::kHolding) return finish(Code::kState, "nothing is published: publish or replicate first");
-  if (!up_ || member_ == 0) return wait_registry();
+  if (unsettled()) return wait_registry();
   send_op_request();
 }
 
@@ -163,7 +168,14 @@ void MemberMachine::send_op_request() {
         // Resuming a transfer at a registry that does not know it: ask for the same version.
         op.stage = Stage::kRecovering;
         send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_});
+      } else if (op.fill_promised) {
+        // A registry may have granted the lost request and chained readers on us under its
+        // fill: a grant of another version must not fill the same one (they would take it).
+        op.fill_promised = false;
+        op.stage = Stage::kPreparing;
+        out_.emplace_back(PrepareFill{op.id});
       } else {
+        op.fill_promised = true;
         send(Purpose::kOp, sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor});
       }
       break;
@@ -184,8 +196,8 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
         if constexpr (HasReq<std::decay_t<decltype(e)>>::value) e.req = req;
       },
       ev);
-  pending_[req] = p;
-  out_.emplace_back(SendRequest{req, std::move(ev)});
+  pending_[req] = Pending{p, generation_};
+  out_.emplace_back(SendRequest{req, std::move(ev), generation_});
 }
 
 // ---- registry answers -------------------------------------------------------------------------
@@ -193,7 +205,7 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
 void MemberMachine::on(const RegistryReply& e) {
   auto it = pending_.find(e.req);
   if (it == pending_.end()) return;  // a request of a registry that is gone, or a duplicate
-  Purpose p = it->second;
+  Purpose p = it->second.purpose;
   pending_.erase(it);
   const sched::Reply& r = e.reply;
   const bool ok = r.status == sched::Status::kOk;
@@ -204,22 +216,28 @@ void MemberMachine::on(const RegistryReply& e) {
     case Purpose::kReopen:
       open_pending_ = false;
       if (!ok) {
-        // This registry will not take us: nothing more can be done through it.
-        if (phase_ == Phase::kHolding) out_.emplace_back(InvalidateHolding{});
-        if (phase_ == Phase::kHolding) phase_ = Phase::kIdle;
-        if (op_ && op_->stage == Stage::kWaitRegistry) finish(code_of(r.status), "re-opening at the new registry: " + r.detail);
+        // This registry will not take us now (e.g. our old session is not dropped yet): we
+        // serve nothing; the next operation asks again.
+        if (phase_ == Phase::kHolding) {
+          out_.emplace_back(InvalidateHolding{});
+          phase_ = Phase::kIdle;
+          version_ = -1;
+        }
+        needs_publish_ = false;
+        if (op_ && op_->stage == Stage::kWaitRegistry) {
+          const std::string why = "re-opening at the new registry: " + r.detail;
+          // A replicate that waited half received gives that up (nobody may take it now).
+          if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) return give_up(code_of(r.status), why);
+          finish(code_of(r.status), why);
+        }
         return;
       }
       member_ = r.member;
-      if (needs_publish_) {
-        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
-      }
-      if (op_ && op_->stage == Stage::kWaitRegistry) {
-        op_->retried = true;
-        send_op_request();
-      }
+      if (needs_publish_) republish();
+      resume_op();
       break;
     case Purpose::kRepublish:
+      republish_pending_ = false;
       if (ok) {
         needs_publish_ = false;
         counters_.republished++;
@@ -230,6 +248,7 @@ void MemberMachine::on(const RegistryReply& e) {
         phase_ = Phase::kIdle;
         needs_publish_ = false;
       }
+      resume_op();
       break;
     case Purpose::kOffloadDone: {
       // Refused: the registry no longer wants the copy (the version left the window).
@@ -253,10 +272,7 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
       phase_ = Phase::kIdle;
       return finish(Code::kSuccess);
     case Kind::kPublish:
-      if (!ok) {
-        out_.emplace_back(InvalidateHolding{});  // prepared to serve, but nobody will be told
-        return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
-      }
+      if (!ok) return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
       phase_ = Phase::kHolding;
       version_ = op.spec;
       descriptor_ = op.descriptor;
@@ -361,15 +377,25 @@ void MemberMachine::give_up(Code code, const std::string& detail) {
 void MemberMachine::on(const RegistryNoReply& e) {
   auto it = pending_.find(e.req);
   if (it == pending_.end()) return;
-  Purpose p = it->second;
+  const Purpose p = it->second.purpose;
+  // Sent on an older connection than the one now up: its failure (seen after RegistryBack,
+  // e.g. refused while reconnecting) concerns neither this registry's re-open nor re-publish,
+  // and an operation asks again at once instead of waiting for another RegistryBack.
+  const bool back_already = it->second.generation != generation_ && up_;
   pending_.erase(it);
   offload_reqs_.erase(e.req);
-  if (p == Purpose::kReopen) open_pending_ = false;
-  if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail);
+  if (p == Purpose::kReopen && !back_already) open_pending_ = false;
+  if (p == Purpose::kRepublish && !back_already) {
+    // Lost with the connection: the next registry is told again. Past its deadline: it may
+    // or may not have been taken; what waits for it goes on.
+    republish_pending_ = false;
+    if (e.code != Code::kRegistry) resume_op();
+  }
+  if (p == Purpose::kOp && op_) lost_op_request(e.code, e.detail, back_already);
 }
 
 // The current operation's request got no answer.
-void MemberMachine::lost_op_request(Code code, const std::string& detail) {
+void MemberMachine::lost_op_request(Code code, const std::string& detail, bool back_already) {
   Op& op = *op_;
   switch (op.stage) {
     case Stage::kDoneSent:
@@ -377,6 +403,7 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
         // The data is whole and checked; only the registry is gone: the next one learns it.
         phase_ = Phase::kHolding;
         needs_publish_ = true;
+        if (back_already && member_ != 0 && !open_pending_) republish();
         return finish(Code::kSuccess);
       }
       return finish(code, "transfer done: " + detail);
@@ -389,7 +416,9 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
       return finish(Code::kSuccess);
     case Stage::kRecovering:
       if (code == Code::kRegistry && !op.retried) {
-        return wait_registry();  // ask the next registry for the same version
+        wait_registry();  // ask the next registry for the same version
+        if (back_already) resume_op();
+        return;
       }
       return give_up(code, op.detail + "; " + detail);
     default:
@@ -403,7 +432,9 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail) {
     return finish(Code::kSuccess);
   }
   if (code == Code::kRegistry && !op.retried) {
-    return wait_registry();  // asked again once another registry answers
+    wait_registry();  // asked again once another registry answers
+    if (back_already) resume_op();
+    return;
   }
   finish(code, detail);
 }
@@ -416,6 +447,7 @@ void MemberMachine::on(const RegistryBack& e) {
   if (e.generation == generation_ && member_ != 0) return;
   generation_ = e.generation;
   member_ = 0;
+  republish_pending_ = false;
   if (phase_ == Phase::kNew || phase_ == Phase::kClosed) {
     if (op_ && op_->kind == Kind::kOpen && op_->stage == Stage::kWaitRegistry) {
       op_->retried = true;
@@ -438,11 +470,26 @@ void MemberMachine::reopen() {
   send(Purpose::kReopen, sched::Open{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot});
 }
 
+void MemberMachine::republish() {
+  republish_pending_ = true;
+  send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
+}
+
+void MemberMachine::resume_op() {
+  if (!op_ || op_->stage != Stage::kWaitRegistry) return;
+  // An open needs only a registry; the others need to be open there, and settled.
+  if ((op_->kind == Kind::kOpen && phase_ == Phase::kNew) ? !up_ : unsettled()) return;
+  op_->retried = true;
+  send_op_request();
+}
+
 // The operation waits for a registry to answer again; when every registry is known gone it
 // fails now instead (a receiving replica first gives up what it half holds).
 void MemberMachine::wait_registry() {
   if (!gone_) {
     op_->stage = Stage::kWaitRegistry;
+    // Connected but not open here (the re-open was refused): nothing else would ask again.
+    if (up_ && member_ == 0 && !open_pending_ && phase_ != Phase::kNew && phase_ != Phase::kClosed) reopen();
     return;
   }
   if (op_->kind == Kind::kReplicate && phase_ == Phase::kReceiving) {
@@ -476,9 +523,7 @@ void MemberMachine::on(const TransferEnded& e) {
     // became of the registry that granted it.
     if (grant_generation_ != generation_ || !up_ || member_ == 0) {
       needs_publish_ = true;
-      if (up_ && member_ != 0 && !open_pending_) {
-        send(Purpose::kRepublish, sched::Publish{0, 0, member_, version_, layout_hash_, descriptor_});
-      }
+      if (up_ && member_ != 0 && !open_pending_) republish();
       return finish(Code::kSuccess);
     }
     op.stage = Stage::kDoneSent;

@@ -33,7 +33,9 @@ struct MemberIdentity {
 
 // ---- events (in) ------------------------------------------------------------------------
 
-struct OpOpen { uint64_t op; };
+// `generation`: the registry connection's generation when the open is made (requests carry
+// it, so that none with this registry's member id reaches a later one).
+struct OpOpen { uint64_t op; uint64_t generation = 0; };
 struct OpPublish { uint64_t op; int64_t version; };
 // THUB_Replicate (update=false) or THUB_Update (update=true).
 struct OpReplicate { uint64_t op; int64_t spec; bool update; };
@@ -73,7 +75,9 @@ using MachineEvent = std::variant<OpOpen, OpPublish, OpReplicate, Prepared, Prep
 // ---- actions (out) ----------------------------------------------------------------------
 
 // A registry request (the client id in it is left 0: the connection's).
-struct SendRequest { uint64_t req; sched::Event event; };
+// `generation`: the registry (connection generation) it is meant for; the connection refuses
+// it (RegistryNoReply kRegistry) when another registry answers by the time it would go out.
+struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; };
 // Publish: make the buffers ready to serve `version` (a new fill: counter, packing and
 // checksums behind), then answer Prepared (or PrepareFailed).
 struct PrepareHolding { uint64_t op; int64_t version; };
@@ -156,6 +160,9 @@ class MemberMachine {
     std::string descriptor;
     uint32_t fill = 0;
     bool retried = false;     // resent once after the registry came back
+    bool prepared = false;    // publish: PrepareHolding made the counter vouch for a new fill
+    bool fill_promised = false;  // replicate: a registry may have granted under its descriptor
+                                 // (the answer was lost): asking again needs a new fill
     bool cancel = false;      // THUB_Cancel asked
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;
@@ -187,10 +194,15 @@ class MemberMachine {
   void on_grant(const sched::Reply& r);
   void finish(Code code, std::string detail = {});
   void give_up(Code code, const std::string& detail);
-  void lost_op_request(Code code, const std::string& detail);
+  void lost_op_request(Code code, const std::string& detail, bool back_already);
   void reopen();
   // The current op cannot reach the registry now: waits for another to answer, or ends.
   void wait_registry();
+  // The registry cannot take the operation's request yet: not connected, not open there, or
+  // our holding's re-publish not yet answered.
+  [[nodiscard]] bool unsettled() const { return !up_ || member_ == 0 || republish_pending_; }
+  void republish();
+  void resume_op();  // after a re-open or re-publish: a waiting operation sends its request
 
   MemberIdentity id_;
   std::vector<MachineAction> out_;
@@ -205,13 +217,20 @@ class MemberMachine {
   std::string descriptor_;          // how to read what we hold (re-publish after failover)
   uint64_t layout_hash_ = 0;
   bool needs_publish_ = false;      // holding, but the current registry does not know it yet
+  bool republish_pending_ = false;  // that PUBLISH is at the registry: operations' requests wait
+                                    // for its answer (else it may land after them, on a member
+                                    // that has moved on)
   uint64_t lease_ = 0;              // kReceiving: the lease we read with
   uint64_t grant_generation_ = 0;   // kReceiving: the registry that granted it
   uint64_t have_ = 0;               // kReceiving: bytes held and checked
   uint64_t transfer_ = 0;           // the transfer running (BeginTransfer.transfer)
   std::optional<Op> op_;
   uint64_t next_req_ = 1;
-  std::map<uint64_t, Purpose> pending_;  // requests at the registry
+  struct Pending {
+    Purpose purpose = Purpose::kOp;
+    uint64_t generation = 0;  // of the connection it was sent on
+  };
+  std::map<uint64_t, Pending> pending_;  // requests at the registry
   std::set<int64_t> host_;          // retention copies
   std::map<uint64_t, int64_t> offload_reqs_;  // OFFLOAD_DONE requests: the version each names
   Counters counters_;

@@ -129,7 +129,7 @@ void Model::Core::act(const SendRequest& a) {
         self->feed(RegistryNoReply{req, r.code, r.detail});
       }
     });
-  });
+  }, a.generation);
 }
 
 void Model::Core::freeze() {
@@ -426,7 +426,10 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   id.spot = info.get<info_key("spot")>();
   core_ = std::make_shared<Core>(ctx, std::move(id));
   ctx.attach(core_);
-  auto r = core_->submit(Request::Kind::kOpen, [](uint64_t op) { return MachineEvent{OpOpen{op}}; });
+  // The generation is read on the engine, where any later RegistryBack is dispatched after it.
+  Context* c = &ctx;
+  auto r = core_->submit(Request::Kind::kOpen,
+                         [c](uint64_t op) { return MachineEvent{OpOpen{op, c->registry().generation()}}; });
   r->wait();
   if (r->code() != Code::kSuccess) {
     ctx.detach(core_.get());

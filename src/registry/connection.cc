@@ -31,12 +31,6 @@ int64_t steady_ms() {
       .count();
 }
 
-// Requests the registry may answer much later: a drain or a busy source lasts as long as a
-// transfer. They wait as long as the registry is alive; the others get request_timeout_ms.
-bool deferrable(MsgType t) {
-  return t == MsgType::kReplicate || t == MsgType::kSourceFailed || t == MsgType::kUnpublish;
-}
-
 // Requests are written in slices; each slice the registry takes counts as a sign of life,
 // so that a long upload is not mistaken for a silent registry.
 constexpr size_t kWriteSlice = 256u << 10;
@@ -55,6 +49,7 @@ struct Connection::Impl {
     std::function<void(RequestResult)> done;
     int64_t deadline_ms = 0;  // 0: none
     MsgType type = MsgType::kReply;
+    MsgType answer = MsgType::kReply;  // the frame that answers it (errors always come as REPLY)
   };
   std::map<uint64_t, Pending> pending;
   std::atomic<uint64_t> next_req{1};
@@ -78,7 +73,8 @@ struct Connection::Impl {
   int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
   bool next_frame(FrameHeader* h, std::string_view* payload);
   void dispatch(const FrameHeader& h, std::string_view payload);
-  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done);
+  void start(MsgType type, const std::string& payload, int64_t timeout_ms, std::function<void(RequestResult)> done,
+             uint64_t for_generation = Connection::kAnyGeneration);
   void expire(int64_t now_ms);  // pending requests past their deadline get kTimeout
   int64_t next_deadline();     // the earliest pending deadline (0: none)
   void notify(ConnectionEvent ev, const std::string& why);
@@ -278,6 +274,19 @@ void Connection::Impl::dispatch(const FrameHeader& h, std::string_view payload) 
       pending.erase(it);
     }
     p.done(RequestResult{Code::kSuccess, std::move(r), {}});
+  } else if (h.type == MsgType::kSnapshot) {
+    Pending p;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = pending.find(h.req);
+      if (it == pending.end()) return;
+      if (it->second.answer != h.type) {
+        throw CodecError(std::string("a SNAPSHOT answers no ") + type_name(it->second.type));
+      }
+      p = std::move(it->second);
+      pending.erase(it);
+    }
+    p.done(RequestResult{Code::kSuccess, {}, {}, std::string(payload)});
   } else if (h.type == MsgType::kOffload || h.type == MsgType::kDiscard) {
     Order o;
     o.offload = h.type == MsgType::kOffload;
@@ -437,8 +446,10 @@ Connection::~Connection() {
 // One request frame; `done` gets its reply or why there is none. Deadlines are checked by
 // the reader thread.
 void Connection::Impl::start(MsgType type, const std::string& payload, int64_t timeout_ms,
-                             std::function<void(RequestResult)> done) {
-  if (timeout_ms <= 0 && !deferrable(type)) timeout_ms = opts.request_timeout_ms;
+                             std::function<void(RequestResult)> done, uint64_t for_generation) {
+  // Requests the registry may answer much later (a drain or a busy source lasts as long as a
+  // transfer) wait as long as the registry is alive; the others get request_timeout_ms.
+  if (timeout_ms <= 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
   {
     std::unique_lock<std::mutex> lk(mu);
@@ -447,10 +458,17 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
       lk.unlock();
       return done(RequestResult{Code::kRegistry, {}, why});
     }
+    if (for_generation != Connection::kAnyGeneration && for_generation != generation) {
+      std::string why = "meant for an earlier registry (generation " + std::to_string(for_generation) + "; " +
+                        address + " answers now as generation " + std::to_string(generation) + ")";
+      lk.unlock();
+      return done(RequestResult{Code::kRegistry, {}, why});
+    }
     Pending& p = pending[req];
     p.done = std::move(done);
     p.deadline_ms = timeout_ms > 0 ? steady_ms() + timeout_ms : 0;
     p.type = type;
+    p.answer = answer_to(type);
   }
   try {
     send_frame(type, req, payload);
@@ -468,24 +486,28 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
   if (timeout_ms > 0) wake();  // the reader sees the new deadline (it may sleep up to a second)
 }
 
-void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done) {
+void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done,
+                      uint64_t for_generation) {
   try {
     check_limits(ev);  // the registry would refuse it; say so without sending 63 MiB
   } catch (const LimitError& e) {
     return done(RequestResult{Code::kArg, {}, std::string(type_name(type_of(ev))) + ": " + e.what()});
   }
-  impl_->start(type_of(ev), encode_event(ev), timeout_ms, std::move(done));
+  impl_->start(type_of(ev), encode_event(ev), timeout_ms, std::move(done), for_generation);
 }
 
 namespace {
 // Waits for an asynchronous request: the blocking calls of tools and tests.
-sched::Reply await(const std::function<void(std::function<void(RequestResult)>)>& start) {
+RequestResult await_result(const std::function<void(std::function<void(RequestResult)>)>& start) {
   auto promise = std::make_shared<std::promise<RequestResult>>();
   auto f = promise->get_future();
   start([promise](RequestResult r) { promise->set_value(std::move(r)); });
   RequestResult r = f.get();
   if (r.code != Code::kSuccess) throw Error(r.code, r.detail);
-  return std::move(r.reply);
+  return r;
+}
+sched::Reply await(const std::function<void(std::function<void(RequestResult)>)>& start) {
+  return std::move(await_result(start).reply);
 }
 }  // namespace
 
@@ -499,6 +521,23 @@ std::string Connection::describe(int64_t timeout_ms) {
   return await([&](std::function<void(RequestResult)> done) {
            impl_->start(MsgType::kDescribe, {}, timeout_ms, std::move(done));
          }).detail;
+}
+
+sched::Snapshot Connection::snapshot(uint32_t max_entries, int64_t timeout_ms) {
+  wait_connected();
+  RequestResult r = await_result([&](std::function<void(RequestResult)> done) {
+    impl_->start(MsgType::kInfo, encode_info_request(max_entries), timeout_ms, std::move(done));
+  });
+  if (r.payload.empty()) {  // refused: a REPLY says why
+    std::string why = r.reply.detail.empty() ? "status " + std::to_string(static_cast<int>(r.reply.status))
+                                             : r.reply.detail;
+    throw Error(Code::kRegistry, "registry " + address() + " refused INFO: " + why);
+  }
+  try {
+    return decode_snapshot(r.payload);
+  } catch (const CodecError& e) {
+    throw Error(Code::kRegistry, "registry " + address() + " sent a malformed SNAPSHOT: " + e.what());
+  }
 }
 
 void Connection::on_order(std::function<void(const Order&)> fn) {

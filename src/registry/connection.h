@@ -10,8 +10,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 #include "src/common/status.h"
 
@@ -39,9 +41,12 @@ struct Order {
 // The outcome of an asynchronous request: the registry's reply (code kSuccess), or why there
 // is none (kRegistry: the connection was lost or is not up; kTimeout; kArg: over the limits).
 struct RequestResult {
-  Code code = Code::kSuccess;
+  RequestResult(Code c = Code::kSuccess, sched::Reply r = {}, std::string d = {}, std::string p = {})
+      : code(c), reply(std::move(r)), detail(std::move(d)), payload(std::move(p)) {}
+  Code code;
   sched::Reply reply;
   std::string detail;
+  std::string payload;  // an answer other than a REPLY (INFO's SNAPSHOT): its payload
 };
 
 // What became of the connection to the registry.
@@ -71,9 +76,18 @@ class Connection {
   // connection's reader thread (replies, timeouts, a lost connection) or on the caller's (a
   // request that could not be sent: not connected, over the limits). It must not block.
   // Does not wait out a reconnection: then it fails at once with kRegistry.
-  void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done);
-  // The registry's state as text (tensorhub-info --registry).
+  // With `for_generation` set, the request is refused (kRegistry) unless the connection is
+  // still at that generation: a request with member ids of an earlier registry never reaches
+  // the next one.
+  static constexpr uint64_t kAnyGeneration = ~uint64_t{0};
+  void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done,
+            uint64_t for_generation = kAnyGeneration);
+  // The registry's state as text (debugging).
   std::string describe(int64_t timeout_ms = 5000);
+  // The registry's state as values, at most `max_entries` models, holders and transfers each
+  // (0: the registry's caps): tensorhub-info --registry. Read-only. Throws Error(kRegistry)
+  // for a lost connection or an answer that does not decode, Error(kTimeout).
+  sched::Snapshot snapshot(uint32_t max_entries = 0, int64_t timeout_ms = 0);
   // Registry-initiated orders: `fn` runs on the reader thread and must not block.
   void on_order(std::function<void(const Order&)> fn);
   // The connection's life: `fn(event, generation, why)` runs on the reader thread and must not

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "sched/snapshot.h"
 #include "sched/types.h"
 #include "src/common/codec.h"
 
@@ -33,6 +34,8 @@ constexpr size_t kMaxDescriptorBytes = kMaxPayload - (1u << 20);    // 63 MiB
 static_assert(kMaxDescriptorBytes + kMaxDetailBytes + kReplyFixedBytes <= kMaxPayload,
               "a grant carrying the largest descriptor must fit one frame");
 static_assert(kMaxDescribeBytes + kReplyFixedBytes <= kMaxPayload, "DESCRIBE's reply must fit one frame");
+constexpr size_t kMaxSnapshotBytes = 4u << 20;    // INFO's answer (beyond: cut, marked truncated)
+static_assert(kMaxSnapshotBytes <= kMaxPayload, "INFO's answer must fit one frame");
 
 enum class MsgType : uint16_t {
   kHello = 1,         // token, datacenter
@@ -47,9 +50,11 @@ enum class MsgType : uint16_t {
   kOffloadDone = 10,
   kDescribe = 11,     // reply detail: the registry's state as text
   kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
+  kInfo = 13,         // read-only: the registry's state as values, answered by SNAPSHOT
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed
+  kSnapshot = 105,    // registry -> client: the answer to INFO
 };
 
 // A request that decodes but asks the registry to store more than the limits above: refused
@@ -95,7 +100,24 @@ sched::Reply decode_reply(std::string_view payload);
 std::string encode_order(sched::MemberId member, sched::Version version);
 void decode_order(std::string_view payload, sched::MemberId* member, sched::Version* version);
 
+// INFO: u32 max_entries, the most models, holders and transfers each to list (0: the
+// registry's own caps).
+std::string encode_info_request(uint32_t max_entries);
+uint32_t decode_info_request(std::string_view payload);
+// SNAPSHOT: at most `max_bytes` of payload. The room goes to the models first, then the
+// transfers, then the holders; what does not fit is left out (holders of a model left out go
+// with it) and the snapshot is marked truncated.
+std::string encode_snapshot(const sched::Snapshot& s, size_t max_bytes = kMaxSnapshotBytes);
+// Checks every count, index and enum against the payload; throws CodecError.
+sched::Snapshot decode_snapshot(std::string_view payload);
+
 MsgType type_of(const sched::Event& ev);
-const char* type_name(MsgType t);
+const char* type_name(MsgType t);  // "UNKNOWN" for a number no message has
+// A request the registry may answer much later (REPLICATE, SOURCE_FAILED, UNPUBLISH: drains
+// and busy sources last as long as transfers).
+bool may_defer(MsgType t);
+// The frame that answers a request when it succeeds (REPLY; HEARTBEAT's is a HEARTBEAT, INFO's
+// a SNAPSHOT); a refusal is always a REPLY.
+MsgType answer_to(MsgType t);
 
 }  // namespace thub::registry

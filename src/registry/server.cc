@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -85,7 +86,7 @@ struct Server::Impl {
   [[nodiscard]] bool paused(const Conn& c) const { return c.out.size() > opts.output_pause_bytes; }
   [[nodiscard]] bool wants_input(const Conn& c) const;
   void read_some(Conn& c);
-  void flush(Conn& c);
+  bool flush(Conn& c);  // true when bytes went out
   void handle_frames(sched::ClientId id, Conn& c);
   void handle_frame(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload);
   void check_deadlines(sched::ClientId id, Conn& c);
@@ -122,6 +123,9 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   positive(static_cast<long long>(opts.read_bytes_per_turn), "read_bytes_per_turn");
   positive(opts.accept_pause_ms, "accept_pause_ms");
   positive(opts.tick_ms, "tick_ms");
+  if (opts.max_snapshot_bytes < 1024 || opts.max_snapshot_bytes > kMaxPayload) {
+    throw Error(Code::kArg, "registry option max_snapshot_bytes must be between 1 KiB and 64 MiB");
+  }
   if (opts.max_output_bytes < opts.output_pause_bytes) {
     throw Error(Code::kArg, "registry option max_output_bytes must be >= output_pause_bytes");
   }
@@ -291,12 +295,15 @@ bool Server::Impl::wants_input(const Conn& c) const {
 
 void Server::Impl::serve_conn(sched::ClientId id, Conn& c, short revents) {
   if (c.failed || c.gone) return;
-  if (revents & POLLOUT) flush(c);
+  bool sent = (revents & POLLOUT) && flush(c);
   if (c.gone) return;
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && wants_input(c)) read_some(c);
   if (c.gone) return;
   handle_frames(id, c);
-  if (!c.out.empty()) flush(c);  // most replies go out now, without waiting a turn
+  if (!c.out.empty()) sent = flush(c) || sent;  // most replies go out now, without waiting a turn
+  // A client we stopped reading (its replies are unread) cannot be heard: its heartbeats wait
+  // in our socket. That it takes our bytes is its sign of life until we read again.
+  if (sent && c.hello && !c.gone && paused(c)) apply(sched::Heartbeat{id});
   check_deadlines(id, c);
   // While we hold its input back (frames waiting, replies unread, closing), a partial frame
   // is our doing, not the peer's: its clock starts when we read again.
@@ -327,27 +334,36 @@ void Server::Impl::read_some(Conn& c) {
   }
 }
 
-void Server::Impl::flush(Conn& c) {
+bool Server::Impl::flush(Conn& c) {
+  bool sent = false;
   while (!c.out.empty()) {
     std::string_view v = c.out.view();
     ssize_t k = ::send(c.fd.get(), v.data(), v.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
       c.out.consume(static_cast<size_t>(k));
       c.out_progress_ms = now_ms;
+      sent = true;
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return sent;
     c.gone = true;
-    return;
+    return sent;
   }
+  return sent;
 }
 
 void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
   c.more = false;
-  for (int n = 0; !c.closing && !c.failed && !paused(c); ++n) {
+  for (int n = 0; !c.closing && !c.failed; ++n) {
     std::string_view v = c.in.view();
     if (v.size() < kHeaderBytes) return;
+    if (paused(c)) {
+      // Frames already read wait for the replies to drain; then they are handled at once,
+      // not when the socket next has input (there may be none: they were read already).
+      c.more = true;
+      return;
+    }
     FrameHeader h;
     try {
       h = decode_header(v.substr(0, kHeaderBytes));
@@ -410,11 +426,26 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
       return;
     }
     if (h.type == MsgType::kDescribe) {
+      apply(sched::Heartbeat{id});  // any frame is a sign of life
       sched::Reply r{};
       r.client = id;
       r.req = h.req;
       r.detail = describe_server() + reg.describe();
       send_reply(r, kMaxDescribeBytes);
+      return;
+    }
+    if (h.type == MsgType::kInfo) {
+      // Read-only: a query of the state machine, not an event.
+      uint32_t n = decode_info_request(payload);
+      sched::SnapshotLimits lim;
+      if (n > 0) {
+        lim.max_models = std::min(lim.max_models, n);
+        lim.max_holders = std::min(lim.max_holders, n);
+        lim.max_transfers = std::min(lim.max_transfers, n);
+      }
+      sched::Snapshot snap = reg.snapshot(lim);
+      queue(id, "a snapshot",
+            [&] { return encode_frame(MsgType::kSnapshot, h.req, encode_snapshot(snap, opts.max_snapshot_bytes)); });
       return;
     }
     apply(decode_event(h.type, h.req, id, payload));

@@ -42,6 +42,9 @@ struct ServerOptions {
   // Fairness: per connection and loop turn, at most this many frames and bytes read.
   int frames_per_turn = 64;
   size_t read_bytes_per_turn = 256u << 10;
+  // INFO's answer (SNAPSHOT) is cut to this many bytes, marked truncated (at least 1 KiB, at
+  // most a frame): a registry of any size answers with a bounded reply.
+  size_t max_snapshot_bytes = 4u << 20;  // kMaxSnapshotBytes
   // accept() failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
   // pauses accepting for this long instead of retrying at once.
   int accept_pause_ms = 100;

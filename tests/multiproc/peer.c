@@ -1,6 +1,6 @@
 /* thub_peer: a TensorHub process driven line by line over stdin/stdout, so that tests can
  * start real processes and order their steps without sleeps. Written in C99 against the
- * public header only (it doubles as the "outside program" of API.md).
+ * public header only (it doubles as an outside program written against the installed header).
  *
  * Commands (one per line; each answers one line "ok ..." or "err <code> <detail>"):
  *   init [key=value ...]            THUB_Init with those info keys; ok <registry address>

@@ -63,6 +63,28 @@ TEST(OutputCapTest, UnreadRepliesPauseTheClientAndNothingIsLost) {
   EXPECT_LE(e.stats().peak_output_bytes, bound);
 }
 
+// A paused client cannot be heard (its heartbeats wait behind the requests we do not read):
+// while it takes our replies it is alive, however long the backlog takes to drain. Before,
+// one that read slowly for longer than heartbeat_timeout was dropped for silence.
+TEST(OutputCapTest, ASlowReaderIsNotDroppedForSilenceWhilePaused) {
+  Embedded e([](ServerOptions& o) {
+    o.sched.heartbeat_timeout = 300'000;  // us
+    o.output_pause_bytes = 16 << 10;
+  });
+  RawClient f(e.address());
+  ASSERT_TRUE(f.hello());
+  ASSERT_NO_FATAL_FAILURE(open_long_names(f, 8));  // ~32 KiB per reply: more than the kernel buffers
+  constexpr int kSlow = 400;
+  ASSERT_TRUE(f.send_bytes(describes(kSlow)));
+  ASSERT_TRUE(e.wait_for([](const ServerStats& s) { return s.paused == 1; }));
+  for (int i = 0; i < kSlow; ++i) {  // ~1 s in all: three heartbeat timeouts
+    auto fr = f.read_frame();
+    ASSERT_TRUE(fr) << "reply " << i << " is missing: the client was dropped";
+    ASSERT_EQ(fr->header.req, 1000 + static_cast<uint64_t>(i));
+    ::poll(nullptr, 0, 2);
+  }
+}
+
 // The same on the daemon, measured as the daemon's peak resident memory (VmHWM). The probe
 // asks DESCRIBE, whose first line shows whether the flooder is paused.
 TEST(OutputCapTest, DaemonHoldsLittleFor20000UnreadReplies) {

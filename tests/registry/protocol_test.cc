@@ -85,6 +85,21 @@ TEST(ProtocolTest, TruncatedOrPaddedPayloadsAreRefused) {
   EXPECT_THROW(decode_event(MsgType::kReply, 1, 1, p), CodecError);
 }
 
+// Which requests may wait at the registry and what answers each come from the schema, which
+// the connection's deadlines and reply matching rely on.
+TEST(ProtocolTest, DeferralAndAnswersComeFromTheSchema) {
+  for (int t = 0; t < 1024; ++t) {
+    auto type = static_cast<MsgType>(t);
+    bool deferred = type == MsgType::kReplicate || type == MsgType::kSourceFailed || type == MsgType::kUnpublish;
+    EXPECT_EQ(may_defer(type), deferred) << type_name(type);
+  }
+  EXPECT_EQ(answer_to(MsgType::kOpen), MsgType::kReply);
+  EXPECT_EQ(answer_to(MsgType::kReplicate), MsgType::kReply);
+  EXPECT_EQ(answer_to(MsgType::kHeartbeat), MsgType::kHeartbeat);
+  EXPECT_EQ(answer_to(MsgType::kInfo), MsgType::kSnapshot);
+  EXPECT_STREQ(type_name(static_cast<MsgType>(4242)), "UNKNOWN");
+}
+
 TEST(ProtocolTest, RandomBytesNeverCrashTheDecoder) {
   std::mt19937_64 rng(12345);
   const MsgType types[] = {MsgType::kOpen, MsgType::kPublish, MsgType::kReplicate, MsgType::kSourceFailed,

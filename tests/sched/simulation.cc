@@ -1,6 +1,7 @@
-// The simulated world: one event queue in virtual time with one RNG, the lossy network to
-// the registry (loss, duplicates, retries with the same request id), the registry's actions
-// applied to the world, and the faults (crashes, registry restarts). See simulation_world.h.
+// The simulated world's core: one event queue in virtual time with one RNG, deliveries to the
+// registry (with the outside view kept up to date before each step), the registry's actions
+// routed back to the clients, and the faults (crashes, partitions, registry stalls and
+// restarts). See simulation_world.h.
 #include "tests/sched/simulation_world.h"
 
 #include <algorithm>
@@ -15,6 +16,10 @@
 namespace thub::sched::sim::detail {
 
 World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) {
+  trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
+  strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
+  timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
+  offload_failures_ = std::getenv("THUB_SIM_OFFLOAD_FAILURES") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
@@ -24,16 +29,20 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
 SimResult World::run() {
   int n = 3 + static_cast<int>(r(6));
   for (int i = 0; i < n; ++i) add_actor();
-  for (size_t i = 0; i < actors_.size(); ++i) join(static_cast<int>(i), false);
+  for (size_t i = 0; i < actors_.size(); ++i) join(static_cast<int>(i));
   for (int s = 0; s < steps_ && res_.ok; ++s) {
     at(10 * kMs, [] {});
     run_until(now_ + 10 * kMs);
     chaos();
   }
+  // Faults stop; what is under way (an outage, a partition, a slow transfer) runs out, and
+  // every request and operation must end within this bound.
   quiet_ = true;
+  quiet_since_ = now_;
   Time end = now_ + 20 * cfg_.heartbeat_timeout;
   run_until(end);
   if (res_.ok) liveness();
+  if (res_.ok) client_liveness();
   res_.trace_hash = hash_;
   return res_;
 }
@@ -57,91 +66,58 @@ void World::fail(const std::string& what) {
   res_.error = os.str();
 }
 
-void World::send(int i, int s, Op op, Event ev, RequestId req) {
-  Actor& a = actors_[i];
-  a.sh[s].out[req] = Out{op, ev, a.round};
-  transmit(i, a.session, ev);
-  retry_later(i, s, req, a.session);
+void World::trace(const std::string& line) const {
+  if (trace_) std::fprintf(stderr, "t=%lld %s\n", static_cast<long long>(now_), line.c_str());
 }
 
-void World::transmit(int i, uint64_t session, const Event& ev) {
-  uint64_t epoch = epoch_;
-  if (!quiet_ && chance(10)) {
-    ++res_.lost;
-    return;  // lost
-  }
-  at(lat(), [=] { deliver(ev, epoch); });
-  if (!quiet_ && chance(10)) at(lat() + 3 * kMs, [=] { deliver(ev, epoch); });  // duplicated
-}
+// ---- deliveries to the registry -----------------------------------------------------------
 
-void World::retry_later(int i, int s, RequestId req, uint64_t session) {
-  at(150 * kMs, [=] {
-    Actor& a = actors_[i];
-    if (a.session != session || !a.alive) return;
-    auto it = a.sh[s].out.find(req);
-    if (it == a.sh[s].out.end()) return;
-    transmit(i, session, it->second.ev);  // the same request id: the registry de-duplicates
-    retry_later(i, s, req, session);
-  });
+namespace {
+ClientId client_of(const Event& ev) {
+  return std::visit(
+      [](const auto& e) -> ClientId {
+        if constexpr (std::is_same_v<std::decay_t<decltype(e)>, Tick>) {
+          return 0;
+        } else {
+          return e.client;
+        }
+      },
+      ev);
 }
+}  // namespace
 
 void World::deliver(const Event& ev, uint64_t epoch) {
   if (epoch != epoch_ || !res_.ok) return;
-  std::visit(
-      [&](const auto& e) {
-        using E = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
-          // a late duplicate (the cache answers) or a retry of a deferred one (ignored)
-          if (!first_delivery(e.client, e.req)) return;
-          mark_delivered(e.client, e.req);
-          // a receiving member's own read is cancelled, unless a reader reported the member
-          // failed (then it drains, and its own read goes on until it reports)
-          if (!failed_.count(e.member)) release_reads({e.member}, 0);
-          hide(e.member);
-          if (auto o = owner_.find(e.member); o != owner_.end())
-            actors_[o->second.first].sh[o->second.second].reg_v = -1;
-        } else if constexpr (std::is_same_v<E, TransferDone>) {
-          if (undecided(e.client, e.req)) held_.erase(e.lease);
-        } else if constexpr (std::is_same_v<E, SourceFailed>) {
-          // Only its first delivery marks the source failed: the registry ignores a retry
-          // while the regrant is deferred, and the source may hold something new by then.
-          if (!first_delivery(e.client, e.req)) return;
-          held_.erase(e.lease);  // ended at once, even when the regrant is deferred
-          if (auto l = lease_src_.find(e.lease); l != lease_src_.end()) {
-            const LeaseView& lv = l->second;
-            if (lv.host) {  // the registry drops that host copy, the buffers are not touched
-              if (Shard* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
-            } else {
-              hide(lv.src);
-              failed_.insert(lv.src);  // the registry now counts its data as lost
-            }
-          }
-        } else if constexpr (std::is_same_v<E, Disconnect>) {
-          release_reads(members_of(e.client), 0);
-          forget_client(e.client);
-        }
-        if constexpr (std::is_same_v<E, Replicate> || std::is_same_v<E, SourceFailed>)
-          mark_delivered(e.client, e.req);
-      },
-      ev);
-  // An update in place hides the member's holding unless it is answered with an error
-  // at once (then the holding is untouched).
-  std::pair<int, int> in_place{-1, -1};
+  if (now_ < reg_busy_until_) {  // a stalled registry reads its sockets when it wakes up
+    at(reg_busy_until_ - now_, [=] { deliver(ev, epoch); });
+    return;
+  }
+  ClientId c = client_of(ev);
+  if (auto* con = std::get_if<Connect>(&ev)) {
+    Session ss;
+    ss.actor = cid_actor_.at(con->client);
+    ss.sh.resize(actors_[ss.actor].n);
+    sessions_[con->client] = std::move(ss);
+  } else if (c && !sessions_.count(c)) {
+    return;  // the server closed that connection: nothing more is read from it
+  }
+  view_before(ev);
+  // An update in place hides the member's holding unless it is answered with an error at
+  // once (then the holding is untouched).
+  std::pair<ClientId, int> in_place{0, -1};
   if (auto* u = std::get_if<Replicate>(&ev); u && u->newer_than >= 0 && undecided(u->client, u->req)) {
-    int i = current(u->client);
-    for (size_t k = 0; k < actors_[i].sh.size(); ++k) {
-      const Shard& t = actors_[i].sh[k];
-      if (t.id == u->member && t.st == St::kHolding && t.v == u->newer_than)
-        in_place = {i, static_cast<int>(k)};
-    }
+    const Session& ss = sessions_.at(u->client);
+    for (size_t k = 0; k < ss.sh.size(); ++k)
+      if (ss.sh[k].id == u->member && ss.sh[k].reg_v == u->newer_than) in_place = {u->client, static_cast<int>(k)};
   }
   mix("E" + std::to_string(ev.index()) + "@" + std::to_string(now_));
   // `retain` before the step: an ack decided at a drain's end (deadlines and orphans come
   // first) must not be judged by a member that the same step's Open adds afterwards.
   retain_before_.clear();
-  for_each_registered([&](const Actor& b) {
-    retain_before_[b.model] = std::max(retain_before_[b.model], b.retain);
-  });
+  for (const auto& [cid, ss] : sessions_) {
+    const std::string& model = actor_of(ss).name;
+    retain_before_[model] = std::max(retain_before_[model], model_retain(model));
+  }
   std::vector<Action> acts = reg_->step(ev, now_);
   ++res_.events;
   std::string inv = reg_->check_invariants();
@@ -150,119 +126,145 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
   acks_.clear();
   for (const Action& a : acts) act(a);
-  if (in_place.first >= 0) {
-    Shard& t = actors_[in_place.first].sh[in_place.second];
+  if (in_place.second >= 0 && sessions_.count(in_place.first)) {
+    Session& ss = sessions_.at(in_place.first);
     const auto& u = std::get<Replicate>(ev);
-    auto it = t.out.find(u.req);
-    if (it == t.out.end() || !it->second.decided || it->second.status == Status::kOk) {
+    auto it = ss.out.find(u.req);
+    if (it == ss.out.end() || !it->second.decided || it->second.status == Status::kOk) {
+      ShardView& t = ss.sh[in_place.second];
       hide(t.id);
       t.reg_v = -1;
     }
   }
-  for (auto [i, s] : acks_) check_unpublish_ack(i, s);
+  for (auto [cid, s] : acks_) check_unpublish_ack(cid, s);
+  if (auto* con = std::get_if<Connect>(&ev)) {  // the HELLO answer travels back
+    auto h = hello_.find(con->client);
+    if (h != hello_.end()) at(lat(), std::move(h->second));
+    hello_.erase(con->client);
+  }
+  if (std::holds_alternative<Heartbeat>(ev)) echo(c);  // the server answers every heartbeat
   sweep_host_copies();
   check_reader_limit();
   check_no_idle_wait();
 }
 
+// What the first delivery of a request changes in the outside view, before the registry
+// decides (it may decide later: a deferred reply).
+void World::view_before(const Event& ev) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, Unpublish> || std::is_same_v<E, Close>) {
+          // a late duplicate (the cache answers) or a retry of a deferred one (ignored)
+          if (!first_delivery(e.client, e.req)) return;
+          mark_delivered(e.client, e.req);
+          // The member's own read ends (it has stopped reading: also one reported failed).
+          release_reads({e.member}, 0);
+          hide(e.member);
+          if (ShardView* t = reg_view(e.member)) {
+            if (std::is_same_v<E, Unpublish>) t->unpub_v = t->reg_v;
+            t->reg_v = -1;
+          }
+        } else if constexpr (std::is_same_v<E, TransferDone>) {
+          if (undecided(e.client, e.req)) held_.erase(e.lease);
+        } else if constexpr (std::is_same_v<E, SourceFailed>) {
+          // Only its first delivery marks the source failed: the registry ignores a retry
+          // while the regrant is deferred, and the source may hold something new by then.
+          if (!first_delivery(e.client, e.req)) return;
+          mark_delivered(e.client, e.req);
+          if (auto l = lease_src_.find(e.lease); l != lease_src_.end() && held_.count(e.lease)) {
+            const LeaseView& lv = l->second;
+            if (lv.host) {  // the registry drops that host copy, the buffers are not touched
+              if (ShardView* t = reg_view(lv.src)) t->host_reg.erase(lv.v);
+              failed_host_.insert({lv.src, lv.v});
+            } else {
+              hide(lv.src);
+              failed_.insert(lv.src);  // the registry now counts its data as lost
+            }
+          }
+          held_.erase(e.lease);  // ended at once, even when the regrant is deferred
+        } else if constexpr (std::is_same_v<E, Disconnect>) {
+          release_reads(members_of(e.client), 0);
+          forget_client(e.client);
+        } else if constexpr (std::is_same_v<E, Replicate>) {
+          mark_delivered(e.client, e.req);
+        }
+      },
+      ev);
+}
+
+// What the registry decided: replies to the clients' connections (and into the outside
+// view), retention orders, and drops.
 void World::act(const Action& action) {
   if (auto* d = std::get_if<Drop>(&action)) {
     mix("D" + std::to_string(d->client));
-    if (std::getenv("THUB_SIM_TRACE"))
-      std::fprintf(stderr, "t=%lld drop client %llu\n", static_cast<long long>(now_),
-                   static_cast<unsigned long long>(d->client));
-    int i = current(d->client);
+    trace("registry drops client " + std::to_string(d->client));
     release_reads(members_of(d->client), now_ + cfg_.heartbeat_timeout);  // orphans
     forget_client(d->client);
-    if (i < 0) return;
-    uint64_t session = actors_[i].session;
-    at(lat(), [=] {
-      if (actors_[i].session == session && actors_[i].alive) rejoin(i);
-    });
+    int i = cid_actor_.at(d->client);
+    const Actor& a = actors_[i];
+    // The server closes the connection; the client sees it lost (unless it is cut off: then
+    // it finds the registry silent itself).
+    if (a.alive && a.conn.cid == d->client && a.conn.st == Conn::St::kUp) {
+      uint64_t serial = a.conn.serial;
+      at(lat(), [=] {
+        if (actors_[i].conn.serial == serial && !cut(i)) lose(i, "the registry closed the connection", false);
+      });
+    }
     return;
   }
   if (auto* o = std::get_if<Offload>(&action)) {
     mix("O" + std::to_string(o->member) + "v" + std::to_string(o->version));
     ++res_.offloads;
-    int i = current(o->client);
-    if (i < 0) return;
-    auto own = owner_.find(o->member);
-    if (own == owner_.end()) return;
-    int s = own->second.second;
-    actors_[i].sh[s].offload_ordered = o->version;
-    uint64_t session = actors_[i].session;
-    Offload off = *o;
-    at(lat() + static_cast<Time>(r(20)) * kMs, [=] {  // the client copies to host memory
-      Actor& a = actors_[i];
-      if (a.session != session || !a.alive) return;
-      a.sh[s].host.insert(off.version);
-      RequestId q = next_req();
-      send(i, s, Op::kOffloadDone,
-           OffloadDone{a.cid, q, off.member, off.version,
-                       "host-" + std::to_string(off.member) + "-" + std::to_string(off.version)},
-           q);
-    });
+    if (ShardView* t = reg_view(o->member)) t->offload_ordered = o->version;
+    order_to(o->client, o->member, client::OffloadOrdered{o->member, o->version});
     return;
   }
   if (auto* d = std::get_if<Discard>(&action)) {
     mix("X" + std::to_string(d->member) + "v" + std::to_string(d->version));
-    for (const Actor& a : actors_)
-      for (const Shard& s : a.sh)
-        if (s.x.reading && s.x.host && s.x.src == d->member && s.x.v == d->version)
-          fail("host copy discarded while read");
-    if (Shard* t = reg_view(d->member)) {
-      t->host_reg.erase(d->version);
-      t->host.erase(d->version);
-    }
+    if (read_by_lease(d->member, true, d->version))
+      return fail("host copy v" + std::to_string(d->version) + " of member " + std::to_string(d->member) +
+                  " discarded while a lease reads it");
+    if (ShardView* t = reg_view(d->member)) t->host_reg.erase(d->version);
+    order_to(d->client, d->member, client::DiscardOrdered{d->member, d->version});
     return;
   }
   const Reply& rep = std::get<Reply>(action);
   {
     std::ostringstream os;
-    os << "R" << rep.client << "/" << rep.req << ":" << static_cast<int>(rep.status) << ","
-       << rep.member << "," << rep.version << "," << rep.lease << "," << rep.source << ","
-       << rep.source_partial;
+    os << "R" << rep.client << "/" << rep.req << ":" << static_cast<int>(rep.status) << "," << rep.member << ","
+       << rep.version << "," << rep.lease << "," << rep.source << "," << rep.source_partial;
     mix(os.str());
   }
-  if (auto z = zombies_.find(rep.client); z != zombies_.end()) zombie_decided(z->second, rep);
-  auto it = by_client_.find(rep.client);
-  if (it == by_client_.end()) return;
-  int i = it->second;
-  Actor& a = actors_[i];
-  int s = -1;
-  for (size_t k = 0; k < a.sh.size(); ++k)
-    if (a.sh[k].out.count(rep.req)) s = static_cast<int>(k);
-  if (s >= 0 && !a.sh[s].out.at(rep.req).decided) {
+  auto sit = sessions_.find(rep.client);
+  if (sit == sessions_.end()) return;
+  if (auto o = sit->second.out.find(rep.req); o != sit->second.out.end() && !o->second.decided) {
     // Only the first answer is a decision; a retry gets the cached reply, which must not
     // be checked again against a world that has moved on.
-    a.sh[s].out.at(rep.req).decided = true;
-    a.sh[s].out.at(rep.req).status = rep.status;
-    on_decided(i, s, a.sh[s].out.at(rep.req), rep);
+    o->second.decided = true;
+    o->second.status = rep.status;
+    on_decided(rep.client, o->second, rep);
   }
-  uint64_t session = a.session;
-  if (!quiet_ && chance(10)) {
-    ++res_.lost;
-    return;  // the reply is lost: the client retries
-  }
-  at(lat(), [=] { reply(i, session, rep); });
+  reply_to(sit->second.actor, rep);
 }
 
+// ---- faults -----------------------------------------------------------------------------------
+
+// The process dies: its machines, buffers, registrations and connection with it.
 void World::crash(int i) {
   Actor& a = actors_[i];
-  if (std::getenv("THUB_SIM_TRACE"))
-    std::fprintf(stderr, "t=%lld %s (client %llu) crashes\n", static_cast<long long>(now_),
-                 a.replica.c_str(), static_cast<unsigned long long>(a.cid));
+  trace(a.replica + " (client " + std::to_string(a.conn.cid) + ") crashes");
   ++res_.crashes;
   a.alive = false;
-  ++a.session;
-  for (Shard& s : a.sh) {
-    ++s.gen;
-    s.x = Xfer{};
-    s.st = St::kNone;
-  }
-  if (chance(500)) {  // the connection closes; otherwise silence until the deadline
+  a.proc = ++serial_;  // no process: every timer of the old one dies
+  a.sh.clear();
+  ClientId cid = a.conn.cid;
+  bool up = a.conn.st == Conn::St::kUp;
+  a.conn = Conn{};
+  a.conn.serial = ++serial_;
+  if (up && !cut(i) && chance(500)) {  // the kernel closes the socket; otherwise silence
     uint64_t epoch = epoch_;
-    Event d = Disconnect{a.cid};
+    Event d = Disconnect{cid};
     at(lat(), [=] { deliver(d, epoch); });
   }
 }
@@ -270,37 +272,50 @@ void World::crash(int i) {
 void World::restart_registry() {
   ++res_.restarts;
   mix("RESTART");
-  if (std::getenv("THUB_SIM_TRACE"))
-    std::fprintf(stderr, "t=%lld registry restarts\n", static_cast<long long>(now_));
+  trace("registry restarts");
   reg_ = std::make_unique<Registry>(cfg_);
   ++epoch_;
+  // Down for a while; rarely longer than the clients try to reconnect (they give up: gone).
+  reg_down_until_ = now_ + (chance(30) ? 2000 : 20 + static_cast<Time>(r(400))) * kMs;
+  reg_busy_until_ = 0;
   owner_.clear();
-  zombies_.clear();
+  sessions_.clear();
   published_.clear();
   suspect_.clear();
   failed_.clear();
+  failed_host_.clear();
   lease_src_.clear();
   held_.clear();
-  for (size_t i = 0; i < actors_.size(); ++i) {
-    Actor& a = actors_[i];
-    a.registered = false;
-    if (!a.alive) continue;
-    ++a.session;  // stale replies and timers die with the old connection
-    for (Shard& s : a.sh) s.x = Xfer{};
-    int k = static_cast<int>(i);
-    at(lat(), [=] { rejoin(k); });
+  for (size_t k = 0; k < actors_.size(); ++k) {
+    const Actor& a = actors_[k];
+    if (!a.alive || a.conn.st != Conn::St::kUp) continue;
+    int i = static_cast<int>(k);
+    uint64_t serial = a.conn.serial;
+    at(lat(), [=] {
+      if (actors_[i].conn.serial == serial) lose(i, "lost the connection to the registry", false);
+    });
   }
 }
 
 void World::chaos() {
   if (chance(5)) return restart_registry();
+  if (chance(3) && reg_busy_until_ <= now_) {
+    ++res_.stalls;
+    reg_busy_until_ = now_ + (50 + static_cast<Time>(r(500))) * kMs;
+    trace("registry stalls until " + std::to_string(reg_busy_until_));
+  }
   int i = static_cast<int>(r(actors_.size()));
   Actor& a = actors_[i];
   if (a.alive && chance(15)) return crash(i);
-  if (!a.alive && chance(100)) return join(i, false);
+  if (!a.alive && chance(100)) return join(i);
+  if (a.alive && chance(8) && !cut(i)) {
+    ++res_.partitions;
+    a.cut_until = now_ + (100 + static_cast<Time>(r(700))) * kMs;
+    trace(a.replica + " is cut off from the registry until " + std::to_string(a.cut_until));
+  }
   if (actors_.size() < 12 && chance(5)) {
     add_actor();
-    join(static_cast<int>(actors_.size()) - 1, false);
+    join(static_cast<int>(actors_.size()) - 1);
   }
   // kick replicas whose loop is idle (e.g. after a reconnect)
   for (size_t k = 0; k < actors_.size(); ++k) progress(static_cast<int>(k));

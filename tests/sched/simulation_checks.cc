@@ -1,23 +1,30 @@
-// Checks from outside the registry: the world's view of what the registry decided (leases
-// held by each simulated reader, holders, host copies, hidden members, old sessions) and the
-// invariants checked against it at the moment of each decision: reader limits, no idle wait,
-// one version and one source replica per transaction, retention on unpublish, liveness.
-#include "tests/sched/simulation_world.h"
-
+// Checks from outside the registry: the world's view of what the registry was told and
+// decided, per client session (leases held by each reader, holders, host copies, hidden
+// members, sessions not yet removed), and the invariants checked against it at the moment of
+// each decision: reader limits, no idle wait, one version and one source replica per
+// transaction, drains and retention on unpublish, and that every request is answered.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 #include <string>
 
+#include "tests/sched/simulation_world.h"
+
 namespace thub::sched::sim::detail {
+
+int World::model_retain(const std::string& model) const {
+  int k = 0;
+  for (const auto& [cid, ss] : sessions_) {
+    const Actor& b = actor_of(ss);
+    if (b.name != model) continue;
+    for (const ShardView& t : ss.sh)
+      if (t.id) k = std::max(k, b.retain);
+  }
+  return k;
+}
 
 // Host copies outside the retained window are dropped by the registry (for good).
 bool World::retained_now(const std::string& model, Version v) const {
-  int k = 0;
-  for_each_registered([&](const Actor& b) {
-    if (b.model == model) k = std::max(k, b.retain);
-  });
+  int k = model_retain(model);
   auto pit = published_.find(model);
   if (pit == published_.end()) return false;
   int j = 0;
@@ -27,30 +34,24 @@ bool World::retained_now(const std::string& model, Version v) const {
 }
 
 void World::sweep_host_copies() {
-  auto sweep = [&](Actor& b) {
-    for (Shard& t : b.sh)
+  for (auto& [cid, ss] : sessions_) {
+    const std::string& model = actor_of(ss).name;
+    for (ShardView& t : ss.sh)
       for (auto it = t.host_reg.begin(); it != t.host_reg.end();)
-        it = retained_now(b.model, *it) ? std::next(it) : t.host_reg.erase(it);
-  };
-  for (Actor& b : actors_)
-    if (b.registered) sweep(b);
-  for (auto& [cid, z] : zombies_) sweep(z);
+        it = retained_now(model, *it) ? std::next(it) : t.host_reg.erase(it);
+  }
 }
 
 void World::mark_delivered(ClientId c, RequestId req) {
-  int i = current(c);
-  if (i < 0) return;
-  for (Shard& t : actors_[i].sh)
-    if (auto it = t.out.find(req); it != t.out.end()) it->second.delivered = true;
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end()) return;
+  if (auto it = ss->second.out.find(req); it != ss->second.out.end()) it->second.delivered = true;
 }
 
 std::set<MemberId> World::members_of(ClientId c) const {
   std::set<MemberId> ids;
-  int i = current(c);
-  if (i >= 0)
-    for (const Shard& t : actors_[i].sh) ids.insert(t.id);
-  if (auto z = zombies_.find(c); z != zombies_.end())
-    for (const Shard& t : z->second.sh) ids.insert(t.id);
+  if (auto ss = sessions_.find(c); ss != sessions_.end())
+    for (const ShardView& t : ss->second.sh) ids.insert(t.id);
   ids.erase(0);
   return ids;
 }
@@ -69,6 +70,20 @@ void World::release_reads(const std::set<MemberId>& readers, Time until) {
   }
 }
 
+// Is a read the registry still counts on `src` under way (a host copy of v, or its buffers)?
+bool World::read_by_lease(MemberId src, bool host, Version v) {
+  for (const auto& [l, h] : held_) {
+    if (h.src != src || (h.orphan_until && h.orphan_until <= now_)) continue;
+    auto lv = lease_src_.find(l);
+    if (lv == lease_src_.end() || lv->second.host != host) continue;
+    if (!host || lv->second.v == v) {
+      trace("lease " + std::to_string(l) + " of reader " + std::to_string(h.reader) + " reads member " + std::to_string(src));
+      return true;
+    }
+  }
+  return false;
+}
+
 // Leases held on a source, plus the slots an open transaction of another replica may
 // still claim on it (an upper bound of the registry's load).
 std::map<MemberId, int> World::outside_load(bool with_reservations) {
@@ -77,14 +92,14 @@ std::map<MemberId, int> World::outside_load(bool with_reservations) {
   std::map<MemberId, int> n;
   for (const auto& [l, h] : held_)
     if (!h.orphan_until) ++n[h.src];  // an orphan keeps the drain, not a reader slot
-  // Every session the registry still knows counts, also one that crashed silently (its
+  // Every session the registry still knows counts, also one whose process is gone (its
   // transaction keeps its slots until the registry drops it or its shards leave).
   if (with_reservations)
-    for_each_registered([&](const Actor& c) {
-      if (!c.has_first || c.first_src < 0) return;
+    for (const auto& [cid, c] : sessions_) {
+      if (!c.has_first || !c.first_src) continue;
       for (size_t s = 0; s < c.sh.size() && s < c.first_plan.size(); ++s)
         if (!c.sh[s].round_decided) ++n[c.first_plan[s].first];
-    });
+    }
   return n;
 }
 
@@ -96,14 +111,13 @@ void World::check_reader_limit() {
         if (h.src == src)
           leases += " lease " + std::to_string(l) + " (reader " + std::to_string(h.reader) +
                     (h.orphan_until ? ", orphan" : "") + ")";
-      return fail("member " + std::to_string(src) + " has " + std::to_string(k) +
-                  " readers (max " + std::to_string(cfg_.max_readers_per_source) +
-                  ") in the clients' view:" + leases);
+      return fail("member " + std::to_string(src) + " has " + std::to_string(k) + " readers (max " +
+                  std::to_string(cfg_.max_readers_per_source) + ") in the clients' view:" + leases);
     }
 }
 
-// Does `t` (a shard of a registry-visible replica) hold v completely and unhidden?
-bool World::complete_holder(const Shard& t, Version v) const {
+// Does `t` (a member the registry knows) hold v completely and unhidden?
+bool World::complete_holder(const ShardView& t, Version v) const {
   return t.id && ((t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v));
 }
 
@@ -113,270 +127,245 @@ bool World::complete_holder(const Shard& t, Version v) const {
 void World::check_no_idle_wait() {
   std::map<MemberId, int> load;
   bool loaded = false;
-  for (const Actor& a : actors_) {
-    if (!a.alive) continue;
-    for (size_t s = 0; s < a.sh.size(); ++s)
-      for (const auto& [req, out] : a.sh[s].out) {
-        if (!out.delivered || out.decided) continue;
-        Version v = -1;
-        bool whole_replica = false;
-        if (out.op == Op::kReplicate) {
-          const Replicate& e = std::get<Replicate>(out.ev);
-          if (e.spec < 0 || e.spec <= e.newer_than || a.has_first || out.round != a.round) continue;
-          v = e.spec;
-          whole_replica = true;
-        } else if (out.op == Op::kFailed) {
-          auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
-          if (l == lease_src_.end()) continue;
-          v = l->second.v;
-        } else {
+  for (const auto& [cid, ss] : sessions_) {
+    const Actor& a = actor_of(ss);
+    if (!a.alive || a.conn.cid != cid || stale_model(a.model)) continue;
+    for (const auto& [req, out] : ss.out) {
+      if (!out.delivered || out.decided) continue;
+      Version v = -1;
+      bool whole_replica = false;
+      if (out.op == Op::kReplicate) {
+        const Replicate& e = std::get<Replicate>(out.ev);
+        if (e.spec < 0 || e.spec <= e.newer_than || out.round != a.round || (ss.has_first && ss.txn_round == out.round))
           continue;
-        }
-        if (!loaded) {
-          load = outside_load(true);
-          loaded = true;
-        }
-        auto idle = [&](const Shard& t) { return load[t.id] < cfg_.max_readers_per_source; };
-        std::string who;
-        for_each_registered([&](const Actor& b) {
-          if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) return;
-          if (whole_replica) {
-            for (const Shard& t : b.sh)
-              if (!complete_holder(t, v) || !idle(t)) return;
-            who = b.replica;
-          } else if (complete_holder(b.sh[s], v) && idle(b.sh[s])) {
-            who = b.replica;
-          }
-        });
-        if (!who.empty())
-          return fail("request " + std::to_string(req) + " of " + a.replica + " shard " +
-                      std::to_string(s) + " waits for v" + std::to_string(v) + " while " + who +
-                      " is an idle holder");
+        v = e.spec;
+        whole_replica = true;
+      } else if (out.op == Op::kFailed) {
+        auto l = lease_src_.find(std::get<SourceFailed>(out.ev).lease);
+        if (l == lease_src_.end()) continue;
+        v = l->second.v;
+      } else {
+        continue;
       }
+      if (!loaded) {
+        load = outside_load(true);
+        loaded = true;
+      }
+      auto idle = [&](const ShardView& t) { return load[t.id] < cfg_.max_readers_per_source; };
+      const int s = out.shard;
+      std::string who;
+      for (const auto& [bid, bs] : sessions_) {
+        const Actor& b = actor_of(bs);
+        if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) continue;
+        if (whole_replica) {
+          bool all = true;
+          for (const ShardView& t : bs.sh) all = all && complete_holder(t, v) && idle(t);
+          if (all) who = b.replica;
+        } else if (complete_holder(bs.sh[s], v) && idle(bs.sh[s])) {
+          who = b.replica;
+        }
+      }
+      if (!who.empty())
+        return fail("request " + std::to_string(req) + " of " + a.replica + " shard " + std::to_string(s) +
+                    " waits for v" + std::to_string(v) + " while " + who + " is an idle holder");
+    }
   }
 }
 
-// Is (client, req) a request of a current session that the registry has not answered yet?
-// Only then can its delivery change the registry's state.
+// Is (client, req) a request the registry has not answered yet? Only then can its delivery
+// change the registry's state.
 bool World::undecided(ClientId c, RequestId req) const {
-  int i = current(c);
-  if (i < 0) return false;
-  for (const Shard& s : actors_[i].sh)
-    if (auto it = s.out.find(req); it != s.out.end()) return !it->second.decided;
-  return false;
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end()) return false;
+  auto it = ss->second.out.find(req);
+  return it != ss->second.out.end() && !it->second.decided;
 }
 
 // Is this the first time the registry sees (client, req), unanswered? A retry of a
 // request whose answer is deferred changes nothing in the registry.
-// A session the registry has removed (Disconnect, Drop) gets "unknown client" instead.
 bool World::first_delivery(ClientId c, RequestId req) const {
-  int i = current(c);
-  if (i < 0 || !actors_[i].registered) return false;
-  for (const Shard& s : actors_[i].sh)
-    if (auto it = s.out.find(req); it != s.out.end())
-      return !it->second.decided && !it->second.delivered;
-  return false;
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end()) return false;
+  auto it = ss->second.out.find(req);
+  return it != ss->second.out.end() && !it->second.decided && !it->second.delivered;
 }
 
-// The registry-view record of member m: in its actor's current session, or in the zombie
-// of an older one.
-Shard* World::reg_view(MemberId m) {
-  if (auto o = owner_.find(m); o != owner_.end()) {
-    Shard& t = actors_[o->second.first].sh[o->second.second];
-    if (t.id == m) return &t;
-  }
-  for (auto& [cid, z] : zombies_)
-    for (Shard& t : z.sh)
-      if (t.id == m) return &t;
-  return nullptr;
+// The registry-view record of member m.
+ShardView* World::reg_view(MemberId m) {
+  auto o = owner_.find(m);
+  if (o == owner_.end()) return nullptr;
+  auto ss = sessions_.find(o->second.first);
+  if (ss == sessions_.end()) return nullptr;
+  ShardView& t = ss->second.sh[o->second.second];
+  return t.id == m ? &t : nullptr;
 }
 
 void World::hide(MemberId m) {
-  if (std::getenv("THUB_SIM_TRACE"))
-    std::fprintf(stderr, "t=%lld member %llu hidden in the view\n", static_cast<long long>(now_),
-                 static_cast<unsigned long long>(m));
+  trace("member " + std::to_string(m) + " hidden in the view");
   suspect_.insert(m);
   ++hidden_[m];
 }
 
 void World::forget_client(ClientId c) {
-  zombies_.erase(c);
-  int i = current(c);
-  if (i < 0) return;
-  Actor& a = actors_[i];
-  a.registered = false;
-  for (Shard& s : a.sh) {
-    hide(s.id);
-    s.reg_v = -1;
-    s.host_reg.clear();
-    s.offload_ordered = -1;
-  }
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end()) return;
+  for (ShardView& t : ss->second.sh)
+    if (t.id) hide(t.id);
+  sessions_.erase(ss);
 }
 
-// A deferred request of an old session (its actor crashed and rejoined) may still be
-// decided before the registry removes that session: nobody reads with a grant, but the
-// registry counts the lease (as an orphan after a Drop) and a restored holding.
-void World::zombie_decided(Actor& z, const Reply& rep) {
-  for (Shard& t : z.sh) {
-    auto o = t.out.find(rep.req);
-    if (o == t.out.end() || o->second.decided) continue;
-    o->second.decided = true;
-    o->second.status = rep.status;
-    bool grant = (o->second.op == Op::kReplicate || o->second.op == Op::kFailed) &&
-                 rep.status == Status::kOk;
-    if (grant) {
-      lease_src_[rep.lease] =
-          LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
-      held_[rep.lease] = Held{rep.source, t.id, 0};
-    }
-    if (o->second.op == Op::kReplicate && rep.detail.find("still holding version") != std::string::npos) {
-      t.reg_v = t.v;
-      suspect_.erase(t.id);
-    }
-    if (std::getenv("THUB_SIM_TRACE"))
-      std::fprintf(stderr, "t=%lld old session %llu of %s/%llu req %llu op%d -> %d v%lld src %llu\n",
-                   static_cast<long long>(now_), static_cast<unsigned long long>(rep.client),
-                   z.replica.c_str(), static_cast<unsigned long long>(t.id),
-                   static_cast<unsigned long long>(rep.req), static_cast<int>(o->second.op),
-                   static_cast<int>(rep.status), static_cast<long long>(rep.version),
-                   static_cast<unsigned long long>(rep.source));
+void World::on_decided(ClientId c, Out& out, const Reply& rep) {
+  Session& ss = sessions_.at(c);
+  const Actor& a = actors_[ss.actor];
+  const int s = out.shard;
+  ShardView& sh = ss.sh[s];
+  if (trace_) {
+    std::ostringstream os;
+    os << "decided " << a.replica << "/" << s << " client " << c << " req " << rep.req << " op"
+       << static_cast<int>(out.op) << " round " << out.round << " -> " << static_cast<int>(rep.status) << " v"
+       << rep.version << " src " << rep.source << " lease " << rep.lease << " " << rep.detail;
+    trace(os.str());
   }
-}
-
-void World::on_decided(int i, int s, const Out& out, const Reply& rep) {
-  if (out.op == Op::kReplicate && out.round == actors_[i].round) actors_[i].sh[s].round_decided = true;
-  Actor& a = actors_[i];
-  if (std::getenv("THUB_SIM_TRACE"))
-    std::fprintf(stderr, "t=%lld %s/%d req %llu op%d%s round %d(cur %d) -> %d v%lld src %llu %s\n",
-                 static_cast<long long>(now_), a.replica.c_str(), s,
-                 static_cast<unsigned long long>(rep.req), static_cast<int>(out.op),
-                 out.op == Op::kReplicate
-                     ? (" spec " + std::to_string(std::get<Replicate>(out.ev).spec) + " newer " +
-                        std::to_string(std::get<Replicate>(out.ev).newer_than)).c_str()
-                     : "",
-                 out.round, a.round, static_cast<int>(rep.status),
-                 static_cast<long long>(rep.version), static_cast<unsigned long long>(rep.source), rep.detail.c_str());
-  Shard& sh = a.sh[s];
-  if (out.op == Op::kOpen && rep.status == Status::kOk) {
-    owner_[rep.member] = {i, s};
-    a.registered = true;
+  if (out.op == Op::kReplicate) {
+    if (out.round > ss.txn_round) {  // the first decision of a new round
+      ss.txn_round = out.round;
+      ss.has_first = false;
+      ss.in_place_round = std::get<Replicate>(out.ev).newer_than >= 0;
+      for (ShardView& t : ss.sh) t.round_decided = false;
+    }
+    if (out.round == ss.txn_round) sh.round_decided = true;
   }
-  if (out.op == Op::kPublish && rep.status == Status::kOk) {
+  const bool ok = rep.status == Status::kOk;
+  if (out.op == Op::kOpen && ok) {
+    owner_[rep.member] = {c, s};
+    const bool decided = sh.round_decided;  // a transaction may already keep a slot for it
+    sh = ShardView{};
+    sh.id = rep.member;
+    sh.round_decided = decided;
+  }
+  if (out.op == Op::kClose && ok) {
+    sh.id = 0;
+    sh.reg_v = -1;
+    sh.host_reg.clear();
+    sh.offload_ordered = -1;
+  }
+  if (out.op == Op::kPublish && ok) {
     Version v = std::get<Publish>(out.ev).version;
-    published_[a.model].insert(v);
+    published_[a.name].insert(v);
     sh.reg_v = v;
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
   }
-  if (out.op == Op::kDone && rep.status == Status::kOk) {
+  if (out.op == Op::kDone && ok) {
     sh.reg_v = rep.version;
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
   }
-  if (out.op == Op::kOffloadDone && rep.status == Status::kOk) {
+  if (out.op == Op::kOffloadDone && ok) {
     sh.host_reg.insert(std::get<OffloadDone>(out.ev).version);
     sh.offload_ordered = -1;
   }
-  if ((out.op == Op::kReplicate || out.op == Op::kFailed) && rep.status == Status::kOk) {
+  if ((out.op == Op::kReplicate || out.op == Op::kFailed) && ok) {
     ++res_.grants;
-    lease_src_[rep.lease] =
-        LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host-", 0) == 0};
+    lease_src_[rep.lease] = LeaseView{rep.source, rep.version, rep.source_descriptor.rfind("host/", 0) == 0};
+    if (out.op == Op::kReplicate && read_by_lease(sh.id, false, -1))
+      return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     held_[rep.lease] = Held{rep.source, sh.id, 0};
-    if (out.op == Op::kReplicate && out.round == a.round) check_transaction(i, s, rep);
+    failed_.erase(sh.id);  // a reader's report of its earlier buffers: this fill is new
+    if (out.op == Op::kReplicate && out.round == ss.txn_round && !skewed(c)) check_transaction(c, s, rep);
   }
-  if (out.op == Op::kUnpublish && rep.status == Status::kOk) acks_.emplace_back(i, s);
-  if (out.op == Op::kReplicate && rep.status != Status::kOk &&
-      rep.detail.find("still holding version") != std::string::npos) {
-    sh.reg_v = sh.v;  // an update in place that failed after the drain: h is served again
+  if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  // A shard withdrawn from its round at the registry: the transaction another shard opens
+  // next waits for it (the stale-transaction finding).
+  if (out.op == Op::kReplicate && rep.status == Status::kCanceled && a.n > 1) mark_skewed(c, "a shard was canceled");
+  if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
+    sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);
   }
-  if (out.op == Op::kReplicate && rep.status == Status::kOk)
-    for (const Actor& b : actors_)  // the grantee's buffers are overwritten from now on
-      for (const Shard& t : b.sh)
-        if (t.x.reading && !t.x.host && t.x.src == sh.id)
-          return fail("member " + std::to_string(sh.id) + " granted a new version while " +
-                      b.replica + " still reads it (lease " + std::to_string(t.x.lease) + ")");
 }
 
-void World::check_transaction(int i, int s, const Reply& rep) {
-  Actor& a = actors_[i];
+void World::check_transaction(ClientId c, int s, const Reply& rep) {
+  Session& ss = sessions_.at(c);
+  const Actor& a = actors_[ss.actor];
   auto own = owner_.find(rep.source);
-  int src = own == owner_.end() ? -1 : own->second.first;
-  if (!a.has_first) {
-    a.has_first = true;
-    a.first_v = rep.version;
-    a.first_src = src;
-    a.first_plan.clear();
-    if (src >= 0)
-      for (const Shard& t : actors_[src].sh) a.first_plan.emplace_back(t.id, hidden_[t.id]);
+  ClientId src = own == owner_.end() ? 0 : own->second.first;
+  if (!ss.has_first) {
+    ss.has_first = true;
+    ss.first_v = rep.version;
+    ss.first_src = src;
+    ss.first_plan.clear();
+    if (auto fs = sessions_.find(src); fs != sessions_.end())
+      for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
     return;
   }
-  if (rep.version != a.first_v)
-    return fail("shards of replica " + a.replica + " got versions " + std::to_string(a.first_v) +
-                " and " + std::to_string(rep.version));
-  if (src != a.first_src && a.first_src >= 0 && !a.in_place_round) {
-    const Actor& fs = actors_[a.first_src];
-    const Shard& ps = fs.sh[s];
-    bool serves = ps.reg_v == a.first_v ||
-                  (ps.st == St::kReceiving && ps.v == a.first_v && ps.x.active);
-    // the planned shard served all along (a member unpublished and re-filled meanwhile
-    // counts as vanished: the registry rightly chose anew)
-    bool same = s < static_cast<int>(a.first_plan.size()) && a.first_plan[s].first == ps.id &&
-                a.first_plan[s].second == hidden_[ps.id];
-    if (fs.registered && ps.id && !suspect_.count(ps.id) && serves && same)
-      fail("shards of replica " + a.replica + " got different source replicas " + fs.replica +
-           " and " + (src >= 0 ? actors_[src].replica : "?"));
-  }
+  if (rep.version != ss.first_v)
+    return fail("shards of replica " + a.replica + " got versions " + std::to_string(ss.first_v) + " and " +
+                std::to_string(rep.version));
+  if (src == ss.first_src || !ss.first_src || ss.in_place_round) return;
+  auto fs = sessions_.find(ss.first_src);
+  if (fs == sessions_.end()) return;
+  const ShardView& ps = fs->second.sh[s];
+  const Actor& fa = actors_[fs->second.actor];
+  bool receiving = fa.alive && fa.conn.cid == ss.first_src && s < static_cast<int>(fa.sh.size()) &&
+                   fa.sh[s].m->receiving() == ss.first_v && fa.sh[s].job;
+  bool serves = ps.reg_v == ss.first_v || receiving;
+  // the planned shard served all along (a member unpublished and re-filled meanwhile
+  // counts as vanished: the registry rightly chose anew)
+  bool same = s < static_cast<int>(ss.first_plan.size()) && ss.first_plan[s].first == ps.id &&
+              ss.first_plan[s].second == hidden_[ps.id];
+  if (ps.id && !suspect_.count(ps.id) && serves && same)
+    fail("shards of replica " + a.replica + " got different source replicas " + fa.replica + " and " +
+         (src && sessions_.count(src) ? actors_[sessions_.at(src).actor].replica : std::string("?")));
 }
 
-void World::check_unpublish_ack(int i, int s) {
-  Actor& a = actors_[i];
-  Shard& sh = a.sh[s];
-  for (const Actor& b : actors_)
-    for (const Shard& t : b.sh)
-      if (t.x.reading && !t.x.host && t.x.src == sh.id)
-        return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while " +
-                    b.replica + " reads it (lease " + std::to_string(t.x.lease) + ")");
+void World::check_unpublish_ack(ClientId c, int s) {
+  auto sit = sessions_.find(c);
+  if (sit == sessions_.end()) return;
+  Session& ss = sit->second;
+  const Actor& a = actors_[ss.actor];
+  ShardView& sh = ss.sh[s];
+  if (read_by_lease(sh.id, false, -1))
+    return fail("unpublish of member " + std::to_string(sh.id) + " acknowledged while a lease reads it");
   // Retention: the last non-spot holder of a retained version never loses it by unpublish.
-  Version v = sh.st == St::kHolding ? sh.v : -1;
-  if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id)) return;
+  Version v = sh.unpub_v;
+  // (Not when a reader reported its copy failed: the version was lost by that, not by this.)
+  if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id) || failed_host_.count({sh.id, v})) return;
   // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
   // decided with a value between before and after; only the smaller one is sure.
-  int k = 0;
-  for_each_registered([&](const Actor& b) {
-    if (b.model == a.model) k = std::max(k, b.retain);
-  });
-  k = std::min(k, retain_before_[a.model]);
-  const auto& pub = published_[a.model];
+  int k = std::min(model_retain(a.name), retain_before_[a.name]);
+  const auto& pub = published_[a.name];
   bool retained = false;
   int j = 0;
   for (auto it = pub.rbegin(); it != pub.rend() && j < k; ++it, ++j) retained = retained || *it == v;
   if (!retained) return;
   bool kept = false;
-  for_each_registered([&](const Actor& b) {
-    if (&b == &a || b.spot || b.model != a.model || b.n != a.n) return;
-    const Shard& t = b.sh[s];
+  for (const auto& [bid, bs] : sessions_) {
+    const Actor& b = actor_of(bs);
+    if (bid == c || b.spot || b.model != a.model || b.n != a.n) continue;
+    const ShardView& t = bs.sh[s];
     // a holder, a host copy, or an ordered offload (its buffers stay until OffloadDone)
-    kept = kept || (t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) ||
-           t.offload_ordered == v;
-  });
+    kept = kept || (t.id && t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) || t.offload_ordered == v;
+  }
   if (kept) return;
   std::ostringstream os;
-  for (const Actor& b : actors_)
-    if (b.model == a.model)
-      os << " [" << b.replica << " reg=" << b.registered << " spot=" << b.spot << " id=" << b.sh[s].id
-         << " reg_v=" << b.sh[s].reg_v << " suspect=" << suspect_.count(b.sh[s].id) << "]";
-  fail("retained version " + std::to_string(v) + " of " + a.model + " lost its last non-spot holder " +
-       a.replica + " by unpublish;" + os.str());
+  for (const auto& [bid, bs] : sessions_)
+    if (actor_of(bs).model == a.model)
+      os << " [" << actor_of(bs).replica << " client " << bid << " spot=" << actor_of(bs).spot << " id=" << bs.sh[s].id
+         << " reg_v=" << bs.sh[s].reg_v << " suspect=" << suspect_.count(bs.sh[s].id) << "]";
+  fail("retained version " + std::to_string(v) + " of " + a.name + " lost its last non-spot holder " + a.replica +
+       " by unpublish;" + os.str());
 }
 
+// After the quiet phase the registry has answered every request it saw from a live session.
 void World::liveness() {
-  for (const Actor& a : actors_) {
-    if (!a.alive) continue;
-    for (size_t s = 0; s < a.sh.size(); ++s)
-      for (const auto& [req, out] : a.sh[s].out)
+  for (const auto& [cid, ss] : sessions_) {
+    const Actor& a = actor_of(ss);
+    if (!a.alive || a.conn.cid != cid) continue;
+    for (const auto& [req, out] : ss.out)
+      if (out.delivered && !out.decided &&
+          !(stale_model(a.model) && (out.op == Op::kReplicate || out.op == Op::kFailed)))
         return fail("request " + std::to_string(req) + " of replica " + a.replica + " shard " +
-                    std::to_string(s) + " (op " + std::to_string(static_cast<int>(out.op)) +
+                    std::to_string(out.shard) + " (op " + std::to_string(static_cast<int>(out.op)) +
                     ") was never answered");
   }
 }

@@ -1,18 +1,26 @@
-// The simulated world: trainer and rollout replicas (1-4 shards, spot or not, two
-// datacenters) that behave like the real client (one outstanding request per operation,
-// retries with the same request id, leases held while reading, TransferDone/SourceFailed),
-// a lossy network that also duplicates, crashes (disconnect or silent), slow reads and
-// registry restarts. Everything runs on one event queue in virtual time with one RNG.
-// This header declares the world (one class: its state is shared by all of its parts); its
-// member functions are defined by concept in simulation.cc (the world: event queue, network,
-// faults), simulation_client.cc (the simulated client) and simulation_checks.cc (the view of
-// the registry from outside, and the invariants checked against it).
+// The simulated world: the real client machine (thub::client::MemberMachine, one per shard)
+// against the real registry core (sched::Registry). Replicas of two models (trainers and
+// rollouts, 1-4 shards, spot or not, two datacenters) run a user program that opens,
+// publishes, replicates, updates, unpublishes, closes and cancels; the world carries out
+// what the machines ask (the part of src/client/model.cc that is not a decision): a
+// connection per process (client ids, request ids, retries with the same id, deadlines,
+// lost / back / gone, heartbeats), buffers with a seqlock progress counter, transfers that
+// read sources as they are in the world, and host copies. Faults: lost, duplicated and
+// reordered messages, slow and stalling links, crashes (also of a source mid-transfer),
+// partitions, registry stalls and restarts. One event queue in virtual time, one RNG.
+//
+// One class, split by concept: simulation.cc (event queue, registry deliveries, faults),
+// simulation_connection.cc (the connection), simulation_driver.cc (the driver: actions of
+// the machines, buffers, host copies), simulation_transfer.cc (transfers),
+// simulation_program.cc (the user program, joining), simulation_checks.cc (the registry as
+// seen from outside and its invariants) and simulation_promises.cc (the client's promises).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -20,66 +28,152 @@
 #include <vector>
 
 #include "sched/registry.h"
+#include "src/client/member_machine.h"
 #include "tests/sched/simulation.h"
 
 namespace thub::sched::sim::detail {
 
+using client::MachineAction;
+using client::MachineEvent;
+using client::MemberMachine;
+
 constexpr Time kMs = 1000;
 
-enum class Op { kOpen, kPublish, kReplicate, kDone, kFailed, kUnpublish, kOffloadDone, kClose };
-enum class St { kNone, kEmpty, kHolding, kReceiving };
+// ---- the registry as seen from outside (what it was told and what it decided) -----------
 
-struct Xfer {
-  bool active = false, reading = false, host = false;
-  LeaseId lease = 0;
-  MemberId src = 0;
-  uint64_t src_gen = 0;
-  Version v = -1;
-};
+enum class Op { kOpen, kPublish, kReplicate, kDone, kFailed, kUnpublish, kOffloadDone, kClose, kCancel };
 
-struct Out {
-  Op op;
+struct Out {             // one request as the registry sees it
+  int shard = 0;
+  Op op = Op::kOpen;
   Event ev;
-  int round = 0;
-  bool decided = false;  // the registry answered it once (later answers repeat the cache)
+  int round = 0;           // the program's round when it was sent
+  bool decided = false;    // the registry answered it once (later answers repeat the cache)
   bool delivered = false;  // the registry has seen it (so it is deferred until decided)
-  Status status = Status::kOk;  // the decision, once decided
+  Status status = Status::kOk;
 };
 
-struct Shard {
+struct ShardView {       // one member of a session, as the registry sees it
   MemberId id = 0;
-  St st = St::kNone;
-  Version v = -1;
-  uint64_t gen = 0;          // bumps when new data starts to overwrite the buffers
-  Xfer x;
-  std::map<RequestId, Out> out;
-  std::set<Version> host;    // host copies (client view)
-  std::set<Version> host_reg;  // host copies (registry view: OffloadDone accepted)
-  Version offload_ordered = -1;  // registry view: Offload ordered, OffloadDone not yet taken
-  Version reg_v = -1;        // complete holding in the registry's view
-  Version keep = -1;         // re-publish after reconnect
-  bool round_done = true;
-  bool sending = false;      // a Replicate of this round is scheduled but not yet sent
-  bool round_decided = false;  // its Replicate of the current round was answered
+  Version reg_v = -1;          // complete holding in the registry's view
+  Version unpub_v = -1;        // reg_v when its Unpublish was first delivered
+  std::set<Version> host_reg;  // host copies (OffloadDone accepted)
+  Version offload_ordered = -1;  // Offload ordered, OffloadDone not yet taken
+  bool round_decided = true;   // its Replicate of the session's transaction round was answered
 };
 
-struct Actor {
-  ClientId cid = 0;
-  bool trainer = false, spot = false, alive = true, registered = false;
-  int retain = 0, n = 1;
-  std::string model, replica, dc;
-  uint64_t session = 0;
-  std::vector<Shard> sh;
-  Version held = -1, update_from = -1;
-  int round = 0;
-  bool busy = false;         // a scheduled next phase is pending
-  bool pending_update = false;  // unpublished for THUB_Update: replicate newer than `held`
-  // transaction check for the current round
-  bool has_first = false;
-  bool in_place_round = false;  // an update in place: sources are chosen per shard
+struct Session {         // one client id the registry knows (Connect .. Disconnect/Drop)
+  int actor = -1;
+  std::vector<ShardView> sh;
+  std::map<RequestId, Out> out;
+  // A multi-shard replica sent a Replicate for an operation that began before this session
+  // (asked again after a failover, or resuming there): the registry may have opened a
+  // transaction for one shard that the others, done with that round, join in their next
+  // one (the stale-transaction finding, docs/sched.md). Its transaction checks are off
+  // unless THUB_SIM_STRICT is set.
+  bool skewed = false;
+  // the transaction of the current round: the first grant fixes version and source replica
+  int txn_round = -1;
+  bool has_first = false, in_place_round = false;
   Version first_v = -1;
-  int first_src = -1;
-  std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source shards and their hidden_ count
+  ClientId first_src = 0;
+  std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source members, times hidden
+};
+
+// ---- the data plane ---------------------------------------------------------------------
+
+// What a chunk of a buffer holds: (model << 32 | version), or garbage.
+using Tag = int64_t;
+constexpr Tag kGarbage = -1;
+constexpr Tag kScribble = -2;  // the user's own writes to buffers it was told are its own
+inline Tag tag_of(int model, Version v) { return (static_cast<int64_t>(model) << 32) | v; }
+
+struct Counter {         // the seqlock progress counter (progress_counter.h), in chunks
+  uint32_t epoch = 0;    // 0: invalid
+  int chunks = 0;
+};
+
+struct Source {          // a parsed descriptor: whose registered memory, which fill
+  bool host = false;
+  int actor = -1;
+  uint64_t reg = 0;      // registration (a new model handle or process registers anew)
+  int shard = 0;
+  uint32_t epoch = 0;
+  Version v = -1;        // host copies
+  bool staged = false;   // the publisher's counter leads its staging
+};
+
+struct HostCopy {
+  std::vector<Tag> chunks;
+  uint32_t epoch = 0;
+};
+
+struct Job {             // BeginTransfer .. TransferEnded
+  uint64_t id = 0;       // the machine's transfer id
+  uint64_t serial = 0;   // world-unique: timers of an ended job die
+  Source src;
+  bool partial = false, may_lag = false, seen_fill = false;
+  Version v = -1;
+  uint32_t fill = 0;
+  int issued = 0, landed = 0, checked = 0, held = 0, ready = 0;
+  bool counter_read = false;  // a counter read in flight
+  Time per_chunk = kMs, last_progress = 0;
+  Time stall_at = -1;    // a link stall fault: nothing lands from then on
+};
+
+struct OpRecord {        // an operation the program started and the machine has not completed
+  enum class Kind { kOpen, kPublish, kReplicate, kUpdate, kUnpublish, kClose } kind = Kind::kOpen;
+  Time started = 0;
+  Version arg = -1;      // publish: the version; replicate: the spec
+  Version before = -1;   // held when it started
+  Version granted = -1;  // the last version the registry granted it
+  int round = 0;
+  bool stale = false;    // answered in a skewed session (Session::skewed)
+};
+
+struct Shard {           // one shard of a process: the machine and what the driver keeps for it
+  std::unique_ptr<MemberMachine> m;
+  uint64_t reg = 0;
+  std::vector<Tag> chunks;
+  Counter counter;
+  bool staged = false;     // the last publish stages behind (its counter leads)
+  std::map<Version, HostCopy> host;
+  std::optional<Job> job;
+  std::map<uint64_t, OpRecord> ops;
+  Version user_held = -1;  // what the program was told (the last CompleteOp.version)
+  bool starting = false;   // an operation start is scheduled
+};
+
+struct Conn {            // the process's registry connection (src/registry/connection.cc)
+  enum class St { kDown, kUp, kLost, kGone } st = St::kDown;
+  uint64_t serial = 0;   // world-unique per connection: timers of an old one die
+  ClientId cid = 0;
+  uint64_t gen = 0;      // RegistryBack generations
+  Time lost_at = 0, backoff = 0, last_rx = 0;
+  Time up_since = 0;     // this session's start
+  Time last_arrival = 0; // of the last request on the stream (in order)
+  struct Pending {
+    int shard = 0;
+    uint64_t mreq = 0;   // the machine's request id
+    uint64_t reg = 0;    // of that machine's model handle (a closed one's answers go nowhere)
+    Event ev;
+  };
+  std::map<RequestId, Pending> pending;
+};
+
+struct Actor {           // one replica (all its shards in one process)
+  bool trainer = false, spot = false, alive = false;
+  int retain = 0, n = 1, model = 0;
+  std::string name, replica, dc;
+  Time timeout = 0;      // the context's timeout_ms: a deadline on every request (0: none)
+  uint64_t proc = 0;     // process incarnation
+  uint32_t next_epoch = 0;
+  Time cut_until = 0;    // partition: nothing passes to or from the registry until then
+  Conn conn;
+  std::vector<Shard> sh;
+  int round = 0;
+  bool thinking = false;
+  uint64_t next_op = 1;
 };
 
 class World {
@@ -98,97 +192,141 @@ class World {
     for (unsigned char c : s) hash_ = (hash_ ^ c) * 1099511628211ull;
   }
   Time lat() { return (1 + static_cast<Time>(r(5))) * kMs; }
+  void trace(const std::string& line) const;
 
-  // ---- the network to the registry (simulation.cc)
-  void send(int i, int s, Op op, Event ev, RequestId req);
-  void transmit(int i, uint64_t session, const Event& ev);
-  void retry_later(int i, int s, RequestId req, uint64_t session);
-  RequestId next_req() { return ++req_; }
+  // ---- the registry: deliveries and its actions (simulation.cc)
   void deliver(const Event& ev, uint64_t epoch);
+  void view_before(const Event& ev);
+  void act(const Action& action);
 
-  // ---- faults: crashes and registry restarts (simulation.cc)
+  // ---- faults (simulation.cc)
   void crash(int i);
   void restart_registry();
   void chaos();
 
-  // ---- what the registry decided (simulation.cc dispatches, simulation_checks.cc checks)
-  void act(const Action& action);
+  // ---- the connection (simulation_connection.cc)
+  void connect(int i, uint64_t proc);
+  void hello(ClientId cid, uint64_t epoch, std::function<void()> up, std::function<void()> again);
+  bool reachable(int i) const { return now_ >= reg_down_until_ && now_ >= reg_busy_until_ && !cut(i); }
+  void send(int i, int s, const client::SendRequest& a);
+  void transmit(int i, uint64_t serial, const Event& ev);
+  void retry_later(int i, uint64_t serial, RequestId q);
+  void expire_request(int i, uint64_t serial, RequestId q);
+  void reply_to(int i, const Reply& rep);
+  void on_reply(int i, uint64_t serial, const Reply& rep);
+  void order_to(ClientId c, MemberId m, const MachineEvent& ev);
+  void lose(int i, const std::string& why, bool tell_registry);
+  void reconnect(int i, uint64_t serial);
+  void heartbeat(int i, uint64_t serial);
+  void echo(ClientId c);
+  bool cut(int i) const { return actors_[i].cut_until > now_; }
 
-  // ---- the registry as seen from outside, and the checks on it (simulation_checks.cc)
+  // ---- the driver: the machines' actions (simulation_driver.cc)
+  void feed(int i, int s, const MachineEvent& ev);
+  void execute(int i, int s, std::vector<MachineAction> actions);
+  void act(int i, int s, const MachineAction& a);
+  std::string describe(int i, int s, uint32_t epoch, bool staged) const;
+  void stage(int i, int s, uint64_t reg, uint32_t epoch, int upto);
+  void new_registration(int i, int s);
+
+  // ---- transfers (simulation_transfer.cc)
+  void begin_transfer(int i, int s, const client::BeginTransfer& a);
+  bool parse(const std::string& d, Source* src) const;
+  // The source as it is now: its chunks and counter; nullptr when its memory is gone.
+  const std::vector<Tag>* source_now(const Source& src, Counter* c) const;
+  Job* job(int i, int s, uint64_t serial);
+  void read_chunks(int i, int s, uint64_t serial);
+  void land(int i, int s, uint64_t serial, int k);
+  void read_counter(int i, int s, uint64_t serial);
+  void on_counter(int i, int s, uint64_t serial, int probe);
+  void watchdog(int i, int s, uint64_t serial);
+  void end_transfer(int i, int s, Code code, bool source_failed, const std::string& why);
+
+  // ---- the user program and joining (simulation_program.cc)
+  void add_actor();
+  int model_shards(int model);
+  void join(int i);
+  void start_process(int i);
+  void progress(int i);
+  void next_phase(int i);
+  void start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, Time delay, bool cancel);
+  bool idle(const Actor& a) const;
+  void scribble_later(int i, int s);
+
+  // ---- the client's promises (simulation_promises.cc)
+  void on_complete(int i, int s, const client::CompleteOp& c);
+  void on_grant_seen(int i, int s, const Reply& rep);
+  void client_liveness();
+  void end_of_round(int i);
+  void mark_skewed(ClientId c, const std::string& why);
+
+  // ---- the registry seen from outside, and its invariants (simulation_checks.cc)
+  void on_decided(ClientId c, Out& out, const Reply& rep);
   bool retained_now(const std::string& model, Version v) const;
+  int model_retain(const std::string& model) const;
   void sweep_host_copies();
-  void mark_delivered(ClientId c, RequestId req);
   std::set<MemberId> members_of(ClientId c) const;
   void release_reads(const std::set<MemberId>& readers, Time until);
   std::map<MemberId, int> outside_load(bool with_reservations);
   void check_reader_limit();
-  bool complete_holder(const Shard& t, Version v) const;
+  bool complete_holder(const ShardView& t, Version v) const;
   void check_no_idle_wait();
-  // The actor whose current session is client `c` (-1: unknown, or an older session of an
-  // actor that has rejoined since: what happens to that one must not touch the new one).
-  int current(ClientId c) const {
-    auto it = by_client_.find(c);
-    return it == by_client_.end() || actors_[it->second].cid != c ? -1 : it->second;
-  }
   bool undecided(ClientId c, RequestId req) const;
   bool first_delivery(ClientId c, RequestId req) const;
-  Shard* reg_view(MemberId m);
+  void mark_delivered(ClientId c, RequestId req);
+  ShardView* reg_view(MemberId m);
   void hide(MemberId m);
   void forget_client(ClientId c);
-  void zombie_decided(Actor& z, const Reply& rep);
-  void on_decided(int i, int s, const Out& out, const Reply& rep);
-  void check_transaction(int i, int s, const Reply& rep);
-  // Every session the registry still knows: current ones, and those of actors that crashed
-  // silently and came back as a new client before the registry removed the old one.
-  template <class F>
-  void for_each_registered(F fn) const {
-    for (const Actor& b : actors_)
-      if (b.registered) fn(b);
-    for (const auto& [cid, b] : zombies_) fn(b);
-  }
-  void check_unpublish_ack(int i, int s);
+  void check_transaction(ClientId c, int s, const Reply& rep);
+  bool read_by_lease(MemberId src, bool host, Version v);
+  void check_unpublish_ack(ClientId c, int s);
   void liveness();
-
-  // ---- the client side, joining (simulation_client.cc)
-  void reply(int i, uint64_t session, const Reply& rep);
-  void cleanup(int i, int s);
-  void start_transfer(int i, int s, const Reply& rep);
-  int source_state(const Xfer& x);
-  void finish_transfer(int i, int s, uint64_t session, LeaseId lease);
-  void publish(int i, int s, Version v);
-  void open(int i, int s);
-  bool idle(const Actor& a) const;
-  void progress(int i);
-  void next_phase(int i);
-  void update_in_place(int i);
-  void add_actor();
-  int model_shards(const std::string& model);
-  void join(int i, bool keep);
-  void rejoin(int i) { join(i, true); }
-  void heartbeat(int i, uint64_t session);
+  const Actor& actor_of(const Session& ss) const { return actors_[ss.actor]; }
 
   uint64_t seed_;
   int steps_;
   std::mt19937_64 rng_;
+  bool trace_ = false;
+  bool strict_ = false;  // THUB_SIM_STRICT: no check is exempted for a skewed session
+  // Faults off by default, each of which shows a known open finding (docs/sched.md):
+  bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
+  bool offload_failures_ = false;  // THUB_SIM_OFFLOAD_FAILURES: some host copies fail
+  std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
+  bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
+  // A skewed session's stale transaction also keeps source slots of its model reserved,
+  // which holds up other replicas' requests (the same finding): checks of waiting are off
+  // for the model while such a session is registered.
+  bool stale_model(int model) const {
+    for (const auto& [cid, ss] : sessions_)
+      if (skewed(cid) && actors_[ss.actor].model == model) return true;
+    return false;
+  }
   Config cfg_;
   std::unique_ptr<Registry> reg_;
-  uint64_t epoch_ = 0;
+  uint64_t epoch_ = 0;     // registry incarnation
+  Time reg_down_until_ = 0;   // restarting: nobody can connect
+  Time reg_busy_until_ = 0;   // stalled: deliveries wait
   Time now_ = 0;
   uint64_t seq_ = 0;
   RequestId req_ = 0;
+  uint64_t serial_ = 0;    // connections, registrations, jobs, processes
   bool quiet_ = false;
+  Time quiet_since_ = 0;
   std::map<std::pair<Time, uint64_t>, std::function<void()>> q_;
   std::vector<Actor> actors_;
-  std::map<ClientId, Actor> zombies_;  // old sessions the registry has not removed yet
-  std::map<ClientId, int> by_client_;
+  std::map<ClientId, Session> sessions_;
+  std::map<ClientId, int> cid_actor_;  // every client id ever given out: its actor
+  std::map<ClientId, std::function<void()>> hello_;  // connections waiting for the HELLO answer
   ClientId next_cid_ = 1;
-  std::map<MemberId, std::pair<int, int>> owner_;
+  std::map<int, int> chunks_;  // per model: chunks of a shard (every replica has the layout)
+  std::map<MemberId, std::pair<ClientId, int>> owner_;
   std::map<std::string, std::set<Version>> published_;
-  std::map<std::string, Version> next_version_;
-  std::map<std::string, int> shards_;
+  std::map<int, Version> next_version_;
+  std::map<int, int> shards_;
   std::set<MemberId> suspect_;
   std::map<MemberId, uint64_t> hidden_;  // how often a member was hidden (never reset)
   std::set<MemberId> failed_;  // named by a delivered SourceFailed
+  std::set<std::pair<MemberId, Version>> failed_host_;  // host copies named by one
   struct LeaseView {
     MemberId src = 0;
     Version v = -1;
@@ -200,10 +338,20 @@ class World {
     Time orphan_until = 0;  // its reader was dropped for silence: counted until then
   };
   std::map<LeaseId, Held> held_;
-  std::vector<std::pair<int, int>> acks_;  // unpublish acks of the current step
-  std::map<std::string, int> retain_before_;  // per model, before the current step
+  std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step
+  std::map<std::string, int> retain_before_;    // per model, before the current step
   SimResult res_;
   uint64_t hash_ = 1469598103934665603ull;
 };
+
+// Timing of the simulated client and registry (virtual microseconds).
+constexpr Time kHeartbeatEvery = 100 * kMs;
+constexpr Time kRegistryTimeout = 300 * kMs;  // the client's registry_timeout_ms
+constexpr Time kRequestTimeout = 1000 * kMs;  // registry_request_timeout_ms
+constexpr Time kReconnectFor = 1500 * kMs;    // reconnect_ms: then RegistryGone
+constexpr Time kRetryEvery = 150 * kMs;       // a request without an answer is sent again
+constexpr Time kConnectTimeout = 200 * kMs;   // registry_connect_timeout_ms
+constexpr Time kStallTimeout = 200 * kMs;     // stall_timeout_ms of a transfer
+constexpr int kMaxChunks = 8;
 
 }  // namespace thub::sched::sim::detail

@@ -1,5 +1,8 @@
 // thub_sched_soak --seeds N [--first S] [--steps K]: runs the simulation for long; prints
 // each failing seed (with its trace) and a summary; exit status 1 when any seed failed.
+// Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=1 (no check exempted for
+// the stale-transaction finding), THUB_SIM_TIMEOUTS=1 and THUB_SIM_OFFLOAD_FAILURES=1
+// (faults that show other open findings; docs/sched.md).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +23,12 @@ int main(int argc, char** argv) {
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  uint64_t failed = 0, events = 0;
+  uint64_t failed = 0, events = 0, ops = 0, skewed = 0;
   for (uint64_t s = first; s < first + seeds; ++s) {
     auto r = thub::sched::sim::run_simulation(s, steps);
     events += r.events;
+    ops += r.ops;
+    skewed += r.skewed > 0;
     if (!r.ok) {
       ++failed;
       std::printf("FAIL %s\n", r.error.c_str());
@@ -33,8 +38,11 @@ int main(int argc, char** argv) {
     }
   }
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%llu seeds from %llu, %d steps: %llu failed, %llu events, %.1f s\n",
+  std::printf("%llu seeds from %llu, %d steps: %llu failed, %llu events, %llu client operations, %llu seeds with a "
+              "skewed session, %.1f s (%.0f seeds/s)\n",
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(first), steps,
-              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(events), sec);
+              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(events),
+              static_cast<unsigned long long>(ops), static_cast<unsigned long long>(skewed), sec,
+              sec > 0 ? static_cast<double>(seeds) / sec : 0.0);
   return failed ? 1 : 0;
 }

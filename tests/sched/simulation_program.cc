@@ -1,0 +1,212 @@
+// The simulated user program of each replica (all its shards in lockstep, like the ranks of
+// one model-parallel group): trainers write a new version into their buffers and publish it,
+// then unpublish; rollouts replicate (latest, latest-1, absolute), update in place, or
+// unpublish; now and then an operation is cancelled, or the model handles are closed and
+// opened anew. The program only calls operations and reads their results: every decision
+// about the registry, transfers and failures is the machine's.
+#include <algorithm>
+#include <string>
+
+#include "tests/sched/simulation_world.h"
+
+namespace thub::sched::sim::detail {
+
+void World::add_actor() {
+  Actor a;
+  int k = static_cast<int>(actors_.size());
+  a.trainer = k < 2 || chance(150);
+  a.model = k % 2;
+  a.name = "m" + std::to_string(a.model);
+  a.replica = (a.trainer ? "train-" : "roll-") + std::to_string(k);
+  a.dc = chance(300) ? "dc1" : "dc0";
+  a.n = model_shards(a.model);  // replicas of one model must agree on num_shards
+  a.spot = !a.trainer && chance(400);
+  a.retain = a.trainer ? static_cast<int>(r(3)) : 0;
+  if (!chunks_.count(a.model)) chunks_[a.model] = 2 + static_cast<int>(r(kMaxChunks - 1));
+  // THUB_Info timeout_ms: model.cc gives every request that deadline, deferred ones too.
+  if (timeouts_ && chance(200)) a.timeout = (150 + static_cast<Time>(r(350))) * kMs;
+  actors_.push_back(std::move(a));
+}
+
+int World::model_shards(int model) {
+  auto it = shards_.find(model);
+  if (it != shards_.end()) return it->second;
+  int n = chance(500) ? 1 : 2 + static_cast<int>(r(3));
+  shards_[model] = n;
+  return n;
+}
+
+// A new process of the replica: it connects, then its program starts.
+void World::join(int i) {
+  Actor& a = actors_[i];
+  a.alive = true;
+  a.proc = ++serial_;
+  a.next_epoch = 0;
+  a.sh.clear();
+  a.conn = Conn{};
+  a.conn.serial = ++serial_;
+  a.thinking = false;
+  a.cut_until = 0;
+  trace(a.replica + " starts a process");
+  connect(i, a.proc);
+}
+
+// The context is up: one model handle (machine) per shard, over buffers of garbage.
+void World::start_process(int i) {
+  Actor& a = actors_[i];
+  a.sh.clear();
+  a.sh.resize(a.n);
+  for (int s = 0; s < a.n; ++s) {
+    Shard& sh = a.sh[s];
+    sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot});
+    sh.chunks.assign(chunks_.at(a.model), kGarbage);
+    new_registration(i, s);
+  }
+  progress(i);
+}
+
+bool World::idle(const Actor& a) const {
+  for (const Shard& s : a.sh)
+    if (!s.ops.empty() || s.starting) return false;
+  return true;
+}
+
+// When no operation is under way, the program decides what to do next after a while.
+void World::progress(int i) {
+  Actor& a = actors_[i];
+  if (!a.alive || a.thinking || quiet_ || a.sh.empty() || !idle(a)) return;
+  a.thinking = true;
+  uint64_t proc = a.proc;
+  at((5 + static_cast<Time>(r(100))) * kMs, [=] {
+    Actor& b = actors_[i];
+    if (b.proc != proc || !b.alive) return;
+    b.thinking = false;
+    if (!idle(b) || quiet_) return;
+    next_phase(i);
+  });
+}
+
+void World::next_phase(int i) {
+  Actor& a = actors_[i];
+  if (a.conn.st == Conn::St::kGone) {
+    // Every registry is gone for this context: the program starts over with a new one
+    // (new registrations; the registry drops the old session for its silence).
+    trace(a.replica + " starts a new context");
+    return join(i);
+  }
+  // Model handles to (re)open: a failed open, or new handles after a close.
+  bool opening = false;
+  for (int s = 0; s < a.n; ++s) {
+    Shard& sh = a.sh[s];
+    if (sh.m->phase() == MemberMachine::Phase::kClosed) {
+      sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot});
+      new_registration(i, s);
+      sh.user_held = -1;
+    }
+    if (sh.m->phase() == MemberMachine::Phase::kNew) {
+      start_op(i, s, OpRecord::Kind::kOpen, -1, false, static_cast<Time>(r(20)) * kMs, false);
+      opening = true;
+    }
+  }
+  if (opening) return;
+  if (chance(20)) {
+    for (int s = 0; s < a.n; ++s) start_op(i, s, OpRecord::Kind::kClose, -1, false, static_cast<Time>(r(20)) * kMs, false);
+    return;
+  }
+  bool any_hold = false, all_hold = true;
+  for (const Shard& s : a.sh) {
+    any_hold = any_hold || s.user_held >= 0;
+    all_hold = all_hold && s.user_held >= 0 && s.user_held == a.sh[0].user_held;
+  }
+  if (!a.trainer && all_hold && chance(300)) {  // THUB_Update in place
+    ++a.round;
+    Version spec = chance(200) ? -2 : -1;
+    for (int s = 0; s < a.n; ++s)
+      start_op(i, s, OpRecord::Kind::kUpdate, spec, true, static_cast<Time>(r(20)) * kMs, chance(30));
+    return;
+  }
+  if (any_hold) {
+    for (int s = 0; s < a.n; ++s)
+      if (a.sh[s].user_held >= 0) start_op(i, s, OpRecord::Kind::kUnpublish, -1, false, static_cast<Time>(r(20)) * kMs, false);
+    return;
+  }
+  if (a.trainer) {
+    Version v = next_version_[a.model]++;
+    for (int s = 0; s < a.n; ++s) start_op(i, s, OpRecord::Kind::kPublish, v, false, static_cast<Time>(r(20)) * kMs, false);
+    return;
+  }
+  ++a.round;
+  Version spec = -1;
+  if (chance(200)) {
+    spec = -2;
+  } else if (chance(200) && next_version_[a.model] > 0) {
+    spec = std::max<Version>(0, next_version_[a.model] - 1 - static_cast<Version>(r(3)));
+  }
+  bool update = chance(200);  // THUB_Update holding nothing: a plain replicate
+  for (int s = 0; s < a.n; ++s)
+    start_op(i, s, OpRecord::Kind::kReplicate, spec, update, static_cast<Time>(r(20)) * kMs, chance(30));
+}
+
+// Buffers the program was told it holds nothing in are its own: it may write them at any
+// time before its next operation (a trainer's next step, an application reusing the memory).
+// Readers the registry still lets read them must see the counter invalid, not these bytes.
+void World::scribble_later(int i, int s) {
+  const uint64_t reg = actors_[i].sh[s].reg;
+  at(static_cast<Time>(r(40)) * kMs, [=] {
+    Actor& a = actors_[i];
+    if (!a.alive || s >= static_cast<int>(a.sh.size()) || a.sh[s].reg != reg) return;
+    Shard& sh = a.sh[s];
+    if (!sh.ops.empty() || sh.starting || sh.user_held >= 0) return;
+    if (sh.m->held() >= 0 || sh.m->receiving() >= 0)
+      return fail(a.replica + "/" + std::to_string(s) + ": the program was told it holds nothing, but the machine " +
+                  (sh.m->held() >= 0 ? "holds " : "receives ") + std::to_string(std::max(sh.m->held(), sh.m->receiving())));
+    for (size_t k = 0; k < sh.chunks.size(); ++k)
+      if (chance(500)) sh.chunks[k] = kScribble;
+  });
+}
+
+void World::start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, Time delay, bool cancel) {
+  Actor& a = actors_[i];
+  a.sh[s].starting = true;
+  const uint64_t reg = a.sh[s].reg;
+  at(delay, [=] {
+    Actor& b = actors_[i];
+    if (!b.alive || s >= static_cast<int>(b.sh.size()) || b.sh[s].reg != reg) return;
+    Shard& sh = b.sh[s];
+    sh.starting = false;
+    const uint64_t op = b.next_op++;
+    OpRecord rec;
+    rec.kind = k;
+    rec.started = now_;
+    rec.arg = arg;
+    rec.before = sh.user_held;
+    rec.round = b.round;
+    sh.ops[op] = rec;
+    MachineEvent ev = client::OpOpen{op, b.conn.gen};
+    switch (k) {
+      case OpRecord::Kind::kOpen: break;
+      case OpRecord::Kind::kPublish:
+        // The user overwrites the buffers it was told are its own, then publishes them.
+        if (sh.m->held() >= 0 || sh.m->receiving() >= 0)
+          return fail(b.replica + "/" + std::to_string(s) + ": the program was told it holds nothing, but the machine " +
+                      (sh.m->held() >= 0 ? "holds " : "receives ") + std::to_string(std::max(sh.m->held(), sh.m->receiving())));
+        sh.chunks.assign(sh.chunks.size(), tag_of(b.model, arg));
+        ev = client::OpPublish{op, arg};
+        break;
+      case OpRecord::Kind::kReplicate: ev = client::OpReplicate{op, arg, update}; break;
+      case OpRecord::Kind::kUpdate: ev = client::OpReplicate{op, arg, true}; break;
+      case OpRecord::Kind::kUnpublish: ev = client::OpUnpublish{op}; break;
+      case OpRecord::Kind::kClose: ev = client::OpClose{op}; break;
+    }
+    feed(i, s, ev);
+    if (cancel) {
+      ++res_.cancels;
+      at(static_cast<Time>(r(60)) * kMs, [=] {
+        Actor& c = actors_[i];
+        if (c.alive && s < static_cast<int>(c.sh.size()) && c.sh[s].reg == reg) feed(i, s, client::OpCancel{op});
+      });
+    }
+  });
+}
+
+}  // namespace thub::sched::sim::detail

@@ -1,0 +1,165 @@
+// The client's promises, checked on the real machine's answers: every operation ends with
+// exactly one CompleteOp, whose version is what the machine holds; a publish holds its
+// version; a replicate or update that succeeds holds the version the registry granted, with
+// every chunk of its buffers from a holder of that version and its counter showing all of
+// it; a failed replicate leaves nothing half-received; an unpublish or close invalidates the
+// counter before it returns (the user may overwrite then); and after the faults stop every
+// operation ends (liveness).
+#include <string>
+#include <variant>
+
+#include "tests/sched/simulation_world.h"
+
+namespace thub::sched::sim::detail {
+
+namespace {
+const char* kind_name(OpRecord::Kind k) {
+  switch (k) {
+    case OpRecord::Kind::kOpen: return "open";
+    case OpRecord::Kind::kPublish: return "publish";
+    case OpRecord::Kind::kReplicate: return "replicate";
+    case OpRecord::Kind::kUpdate: return "update";
+    case OpRecord::Kind::kUnpublish: return "unpublish";
+    case OpRecord::Kind::kClose: return "close";
+  }
+  return "?";
+}
+}  // namespace
+
+// The version a grant to this shard's machine names, once the machine took it (its lease).
+void World::on_grant_seen(int i, int s, const Reply& rep) {
+  Shard& sh = actors_[i].sh[s];
+  if (rep.status != Status::kOk || rep.lease == 0 || sh.m->lease() != rep.lease || sh.m->receiving() != rep.version) return;
+  for (auto& [op, rec] : sh.ops)
+    if (rec.kind == OpRecord::Kind::kReplicate || rec.kind == OpRecord::Kind::kUpdate) rec.granted = rep.version;
+}
+
+void World::on_complete(int i, int s, const client::CompleteOp& c) {
+  Actor& a = actors_[i];
+  Shard& sh = a.sh[s];
+  const MemberMachine& m = *sh.m;
+  mix("C" + std::to_string(i) + "/" + std::to_string(s) + ":" + std::to_string(static_cast<int>(c.code)) + "," +
+      std::to_string(c.version));
+  ++res_.ops;
+  if (c.code == Code::kSuccess) ++res_.ops_ok;
+  auto it = sh.ops.find(c.op);
+  const std::string who = a.replica + "/" + std::to_string(s) + " op " + std::to_string(c.op);
+  if (it == sh.ops.end()) return fail(who + " completed, but it is not under way (a second CompleteOp?)");
+  const OpRecord o = it->second;
+  sh.ops.erase(it);
+  trace(who + " (" + kind_name(o.kind) + " " + std::to_string(o.arg) + ") -> " + std::to_string(static_cast<int>(c.code)) +
+        " v" + std::to_string(c.version) + " " + c.detail);
+  const std::string what = who + " (" + kind_name(o.kind) + " " + std::to_string(o.arg) + ", code " +
+                           std::to_string(static_cast<int>(c.code)) + " " + c.detail + ")";
+  if (c.version != m.held()) return fail(what + " reports version " + std::to_string(c.version) + ", the machine holds " + std::to_string(m.held()));
+  if (m.busy()) return fail(what + " completed, but the machine still runs an operation");
+  // The program asks only what it may: these mean the machine lost track of itself.
+  // (A skewed session's stale transaction may grant a resuming shard another version.)
+  if ((c.code == Code::kInternal && !o.stale) || c.code == Code::kArg)
+    return fail(what + ": an error the program never causes");
+  const bool ok = c.code == Code::kSuccess;
+  const Tag want = tag_of(a.model, c.version);
+  auto whole = [&] {
+    for (Tag t : sh.chunks)
+      if (t != want) return false;
+    return sh.counter.epoch != 0 && sh.counter.chunks == static_cast<int>(sh.chunks.size());
+  };
+  switch (o.kind) {
+    case OpRecord::Kind::kOpen:
+      if (ok && (m.phase() == MemberMachine::Phase::kNew || m.member() == 0)) return fail(what + ": open but not a member");
+      break;
+    case OpRecord::Kind::kPublish:
+      if (ok && c.version != o.arg) return fail(what + ": published, but holds " + std::to_string(c.version));
+      break;
+    case OpRecord::Kind::kReplicate:
+    case OpRecord::Kind::kUpdate:
+      if (m.receiving() >= 0) return fail(what + ": ended while still receiving " + std::to_string(m.receiving()));
+      if (ok) {
+        if (o.granted < 0 || c.version != o.granted)
+          return fail(what + ": holds " + std::to_string(c.version) + ", the registry granted " + std::to_string(o.granted));
+        if (o.arg >= 0 && c.version != o.arg && !o.stale)
+          return fail(what + ": asked for version " + std::to_string(o.arg));
+        if (o.kind == OpRecord::Kind::kUpdate && o.before >= 0 && c.version <= o.before)
+          return fail(what + ": an update that is not newer than " + std::to_string(o.before));
+        if (!whole()) {
+          std::string got;
+          for (Tag t : sh.chunks) got += " " + std::to_string(t >> 32) + ":" + std::to_string(t & 0xffffffff);
+          return fail(what + ": its buffers do not hold exactly the granted version (chunks" + got + ", counter epoch " +
+                      std::to_string(sh.counter.epoch) + " chunks " + std::to_string(sh.counter.chunks) + ")");
+        }
+      } else if (c.code == Code::kNotUpdated) {
+        if (c.version != o.before) return fail(what + ": not updated, but holds another version than before");
+      } else if (c.version >= 0 && (o.kind != OpRecord::Kind::kUpdate || c.version != o.before)) {
+        return fail(what + ": failed, but holds a version it did not hold before");
+      }
+      break;
+    case OpRecord::Kind::kUnpublish:
+      if (ok && (c.version >= 0 || sh.counter.epoch != 0))
+        return fail(what + ": unpublished, but the counter still vouches for the buffers");
+      break;
+    case OpRecord::Kind::kClose:
+      if (ok && (m.phase() != MemberMachine::Phase::kClosed || sh.counter.epoch != 0 || !sh.host.empty()))
+        return fail(what + ": closed, but the machine is not closed or the buffers are still served");
+      break;
+  }
+  // Every version a succeeded publish or replicate holds is in the buffers (the user's own
+  // writes for a publish).
+  if (ok && c.version >= 0 && o.kind == OpRecord::Kind::kPublish) {
+    for (Tag t : sh.chunks)
+      if (t != want) return fail(what + ": published buffers that do not hold the version");
+  }
+  sh.user_held = c.version;
+  if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
+  // A publish that the registry took starts the staging behind it.
+  if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
+    stage(i, s, sh.reg, sh.counter.epoch, 0);
+  if (idle(a) && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate)) end_of_round(i);
+  if (idle(a)) progress(i);
+}
+
+// A round in which some shard's Replicate reached this registry and another's did not (it was
+// canceled while waiting for a registry, or answered by an older one) leaves a transaction
+// that waits for the missing shard: the stale-transaction finding (Session::skewed).
+void World::end_of_round(int i) {
+  const Actor& a = actors_[i];
+  auto ss = sessions_.find(a.conn.cid);
+  if (a.n < 2 || ss == sessions_.end() || ss->second.skewed || ss->second.txn_round != a.round) return;
+  bool all = true;
+  for (const ShardView& t : ss->second.sh) all = all && t.round_decided;
+  if (all) return;
+  mark_skewed(a.conn.cid, "a shard did not ask in round " + std::to_string(a.round));
+}
+
+void World::mark_skewed(ClientId c, const std::string& why) {
+  auto ss = sessions_.find(c);
+  if (ss == sessions_.end() || ss->second.skewed) return;
+  ss->second.skewed = true;
+  skewed_.insert(c);
+  ++res_.skewed;
+  trace(actors_[ss->second.actor].replica + " client " + std::to_string(c) + " is skewed: " + why);
+}
+
+void World::client_liveness() {
+  for (const Actor& a : actors_) {
+    if (!a.alive) continue;
+    for (size_t s = 0; s < a.sh.size(); ++s) {
+      for (const auto& [op, o] : a.sh[s].ops) {
+        const bool replicate = o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate;
+        if (replicate && stale_model(a.model)) continue;  // it may wait for a stale transaction
+        return fail(a.replica + "/" + std::to_string(s) + " op " + std::to_string(op) + " (" + kind_name(o.kind) + " " +
+                    std::to_string(o.arg) + ", started at " + std::to_string(o.started) +
+                    ") never completed; faults stopped at " + std::to_string(quiet_since_) + " (machine phase " +
+                    std::to_string(static_cast<int>(a.sh[s].m->phase())) + ", registry " +
+                    (a.sh[s].m->registry_up() ? "up" : "down") + ")");
+      }
+    }
+    for (const auto& [q, p] : a.conn.pending) {
+      if (stale_model(a.model) && (std::holds_alternative<Replicate>(p.ev) || std::holds_alternative<SourceFailed>(p.ev)))
+        continue;
+      return fail(a.replica + " request " + std::to_string(q) + " of shard " + std::to_string(p.shard) +
+                  " got neither an answer nor a failure");
+    }
+  }
+}
+
+}  // namespace thub::sched::sim::detail

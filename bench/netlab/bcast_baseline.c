@@ -14,10 +14,17 @@
  * When NETLAB_RATE_BPS is set (netlab.sh exports it: the per-host link rate in bit/s), the
  * ideal time bytes*8/rate is reported too: a pipelined broadcast can at best feed every
  * receiver at its link rate.
+ *
+ * For the elastic benchmark (bench/netlab/run-elastic.sh): --per-rank adds every rank's own
+ * time in MPI_Bcast per iteration to the JSON line (a receiver's update latency), and when
+ * THUB_BENCH_LAUNCH_REALTIME holds the CLOCK_REALTIME seconds at which mpirun was started,
+ * rank 0 reports setup_s: from then until every rank has returned from MPI_Init (a barrier),
+ * the price of a new communicator, paid again at every change of membership.
  */
 #include <mpi.h>
 
 #include <errno.h>
+#include <time.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,17 +39,19 @@ typedef struct {
   int iters;
   int warmup;
   int check;
+  int per_rank;
   const char *label;
 } options_t;
 
 static void usage(const char *prog) {
   fprintf(stderr,
-          "usage: %s [--bytes S] [--iters N] [--warmup W] [--no-check] [--label L]\n"
+          "usage: %s [--bytes S] [--iters N] [--warmup W] [--no-check] [--label L] [--per-rank]\n"
           "  --bytes S   payload, with optional suffix K/M/G (KiB, MiB, GiB); default 256M\n"
           "  --iters N   timed iterations (default 5, max %d)\n"
           "  --warmup W  untimed iterations first (default 1)\n"
           "  --no-check  skip the data check\n"
-          "  --label L   the method's name in the JSON line (default mpi_bcast)\n",
+          "  --label L   the method's name in the JSON line (default mpi_bcast)\n"
+          "  --per-rank  every rank's time in MPI_Bcast per iteration, in the JSON line\n",
           prog, MAX_ITERS);
 }
 
@@ -81,6 +90,7 @@ static int parse_options(int argc, char **argv, options_t *opt) {
   opt->iters = 5;
   opt->warmup = 1;
   opt->check = 1;
+  opt->per_rank = 0;
   opt->label = "mpi_bcast";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -105,6 +115,8 @@ static int parse_options(int argc, char **argv, options_t *opt) {
       i++;
     } else if (strcmp(a, "--no-check") == 0) {
       opt->check = 0;
+    } else if (strcmp(a, "--per-rank") == 0) {
+      opt->per_rank = 1;
     } else {
       usage(argv[0]);
       return 1;
@@ -180,7 +192,8 @@ static void library_name(char *out, size_t cap) {
   out[k] = '\0';
 }
 
-static void report(const options_t *opt, int nranks, const double *times, const double *root_times, int check_ok) {
+static void report(const options_t *opt, int nranks, const double *times, const double *root_times, int check_ok,
+                   const double *rank_times, double setup_s) {
   double med = median_of(times, opt->iters), lo = times[0], hi = times[0];
   double root_med = median_of(root_times, opt->iters);
   for (int i = 1; i < opt->iters; i++) {
@@ -208,10 +221,27 @@ static void report(const options_t *opt, int nranks, const double *times, const 
          opt->label, lib, nranks, opt->bytes, opt->iters, opt->warmup, med, lo, hi, gbps, gbps / 8.0, root_med);
   if (ideal > 0)
     printf(",\"link_gbps\":%.4f,\"ideal_s\":%.6f,\"vs_ideal\":%.4f", link_bps / 1e9, ideal, med / ideal);
+  if (setup_s >= 0) printf(",\"setup_s\":%.6f", setup_s);
   printf(",\"check\":\"%s\",\"times_s\":[", opt->check ? (check_ok ? "ok" : "corrupt") : "skipped");
   for (int i = 0; i < opt->iters; i++) printf("%s%.6f", i ? "," : "", times[i]);
-  printf("]}\n");
+  printf("]");
+  if (rank_times) { /* [iteration][rank] */
+    printf(",\"rank_times_s\":[");
+    for (int i = 0; i < opt->iters; i++) {
+      printf("%s[", i ? "," : "");
+      for (int r = 0; r < nranks; r++) printf("%s%.6f", r ? "," : "", rank_times[(size_t)i * (size_t)nranks + (size_t)r]);
+      printf("]");
+    }
+    printf("]");
+  }
+  printf("}\n");
   fflush(stdout);
+}
+
+static double realtime_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int main(int argc, char **argv) {
@@ -219,6 +249,9 @@ int main(int argc, char **argv) {
   int rank = 0, nranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const char *launch = getenv("THUB_BENCH_LAUNCH_REALTIME");
+  double setup_s = launch ? realtime_s() - strtod(launch, NULL) : -1.0;
 
   options_t opt;
   int bad_usage = parse_options(argc, argv, &opt);
@@ -239,6 +272,11 @@ int main(int argc, char **argv) {
   }
 
   double times[MAX_ITERS], root_times[MAX_ITERS];
+  double *rank_times = NULL; /* [iteration][rank], at rank 0 */
+  if (opt.per_rank && rank == 0 && !(rank_times = calloc((size_t)opt.iters * (size_t)nranks, sizeof *rank_times))) {
+    fprintf(stderr, "cannot allocate the per-rank times\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   unsigned long long errors = 0;
   for (int it = 0; it < opt.warmup + opt.iters; it++) {
     if (rank == 0) fill_payload(buf, opt.bytes, it);
@@ -253,6 +291,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "rank %d: MPI_Bcast failed (%d)\n", rank, rc);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    if (opt.per_rank && it >= opt.warmup)
+      MPI_Gather(&elapsed, 1, MPI_DOUBLE, rank ? NULL : rank_times + (size_t)(it - opt.warmup) * (size_t)nranks, 1,
+                 MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (it >= opt.warmup) {
       times[it - opt.warmup] = slowest;
       root_times[it - opt.warmup] = elapsed; /* meaningful at rank 0, the root */
@@ -268,7 +309,8 @@ int main(int argc, char **argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 
-  if (rank == 0) report(&opt, nranks, times, root_times, errors == 0);
+  if (rank == 0) report(&opt, nranks, times, root_times, errors == 0, rank_times, setup_s);
+  free(rank_times);
   free(buf);
   MPI_Finalize();
   return errors == 0 ? 0 : 1;

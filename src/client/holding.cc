@@ -54,7 +54,6 @@ void Holding::map(transport::Worker& w, uint64_t threshold, bool copy, const All
       regions.push_back(r ? std::move(r) : std::shared_ptr<transport::MemoryRegion>(w.map(t.addr, t.bytes)));
     }
   }
-  counter_ = std::make_unique<ProgressCounter>();
   counter_region_ = w.map(counter_->address(), sizeof(uint64_t));
   hashes_.assign(1 + stream.hash_blocks(), 0);
   hash_region_ = w.map(hashes_.data(), hashes_.size() * sizeof(uint64_t));
@@ -71,7 +70,7 @@ uint32_t Holding::publish_fill(bool verify) {
 }
 
 void Holding::withdraw() {
-  if (counter_) counter_->invalidate();
+  counter_->invalidate();
 }
 
 void Holding::begin_fill(uint32_t fill) {
@@ -102,7 +101,7 @@ bool Holding::stage_slice(uint32_t fill, uint64_t off, uint64_t end, bool hash, 
   return counter_->advance(fill, end);
 }
 
-uint64_t Holding::bytes_shown() const { return counter_ ? counter_bytes(counter_->load()) : 0; }
+uint64_t Holding::bytes_shown() const { return counter_bytes(counter_->load()); }
 
 Holding::~Holding() {
   // Deregister before the memory goes.

@@ -118,7 +118,9 @@ class Holding {
   bool staged_ = false;  // descriptor flag: the counter leads while the publisher stages
   uint32_t epoch_ = 0;   // the fill the buffers hold or are being filled with (0: none)
   uint64_t hashed_ = 0;  // staging: blocks hashed so far
-  std::unique_ptr<ProgressCounter> counter_;
+  // Allocated with the holding, never replaced: THUB_Model_stat reads it (bytes_shown) from
+  // any thread while the engine maps the holding (the pointer was set by map: a data race).
+  const std::unique_ptr<ProgressCounter> counter_ = std::make_unique<ProgressCounter>();
   std::unique_ptr<transport::MemoryRegion> counter_region_;
   std::vector<uint64_t> hashes_;  // [0] = 1 when valid, then one XXH3 per kHashBlock
   std::unique_ptr<transport::MemoryRegion> hash_region_;

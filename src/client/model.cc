@@ -52,7 +52,10 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   // The transfer running, and the copy-out that follows it on the copy engine.
   struct Delivery {
     TensorCopier copier;
-    uint64_t delivered = 0;  // stream bytes copied out to the tensors
+    // Stream bytes copied out to the tensors: written by the copy engine only, read by the
+    // progress thread too (on_advance's early out), hence atomic; relaxed, as a stale value
+    // there costs only a redundant post that the copy engine checks again.
+    std::atomic<uint64_t> delivered{0};
     uint64_t need = 0;       // the bytes to copy out (compact segment, or copy mode's all)
     std::string error;
     int64_t unpack_us = 0;
@@ -244,24 +247,25 @@ void Model::Core::act(const BeginTransfer& a) {
   // is reported once the copy engine has caught up (it runs its work in order).
   auto d = std::make_shared<Delivery>();
   d->need = live.staged_bytes();
-  d->delivered = std::min(a.start, d->need);
+  d->delivered.store(std::min(a.start, d->need), std::memory_order_relaxed);
   Executor& copier = ctx.copier();
   Executor& engine = ctx.engine();
   const uint64_t transfer = a.transfer;
   auto on_advance = [weak, d, &copier](uint64_t held) {
-    if (held <= d->delivered) return;
+    if (held <= d->delivered.load(std::memory_order_relaxed)) return;
     copier.post([weak, d, held] {
       auto self = weak.lock();
       if (!self || !d->error.empty()) return;
       uint64_t upto = std::min(held, d->need);
-      if (upto <= d->delivered) return;
+      const uint64_t from = d->delivered.load(std::memory_order_relaxed);
+      if (upto <= from) return;
       int64_t t0 = now_us();
       try {
-        self->live.deliver(d->delivered, upto, d->copier);
+        self->live.deliver(from, upto, d->copier);
       } catch (const Error& e) {
         d->error = e.what();
       }
-      d->delivered = upto;
+      d->delivered.store(upto, std::memory_order_relaxed);
       d->unpack_us += now_us() - t0;
     });
   };

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <future>
 #include <limits>
 #include <list>
@@ -128,7 +129,11 @@ struct Worker::Impl {
   std::thread::id thread_id;
 
   std::mutex mu;
-  int wake_fd = -1;    // eventfd: commands and timers for the progress thread
+  // eventfd: commands and timers for the progress thread. Closed by ~Impl, after the thread
+  // is joined, never by the thread itself: ~Worker writes to it after setting stop, when the
+  // thread may already be past its loop; a close there let that write reach a closed
+  // descriptor, or another file that had reused its number.
+  int wake_fd = -1;
   int ucx_fd = -1;     // the worker's event fd (UCP_FEATURE_WAKEUP), -1 if unavailable
   std::deque<std::function<void()>> queue;
   std::multimap<Clock::time_point, std::function<void()>> timers;  // progress thread only
@@ -160,6 +165,9 @@ struct Worker::Impl {
   Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
   bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
 
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
   void init();
   std::string serve_region(uint64_t addr, size_t len, std::string ucx_rkey);
   void loop();
@@ -423,7 +431,6 @@ void Worker::Impl::shutdown() {
   worker = nullptr;
   for (void* p : ops) delete static_cast<GetOp*>(p);
   ops.clear();
-  if (wake_fd >= 0) ::close(wake_fd);
   ucp_cleanup(ctx);
   ctx = nullptr;
 }
@@ -560,15 +567,23 @@ void Worker::call(const std::function<void()>& fn) {
   }
   std::promise<void> done;
   auto f = done.get_future();
+  // The exception travels as an exception_ptr the caller owns, set before the signal: this
+  // thread drops its last reference to it before the caller can run, and the caller frees
+  // it. (Passed with set_exception, which copies it, this thread dropped a reference after
+  // the caller was woken, and the free could come from here after the caller had read it:
+  // correct through the C++ runtime's atomic reference count, which ThreadSanitizer does
+  // not see, so it reported a race.)
+  std::exception_ptr failed;
   post([&] {
     try {
       fn();
-      done.set_value();
     } catch (...) {
-      done.set_exception(std::current_exception());
+      failed = std::current_exception();
     }
+    done.set_value();
   });
   f.get();
+  if (failed) std::rethrow_exception(failed);
 }
 
 namespace {

@@ -2,8 +2,10 @@
 # The README's test command: install what is missing, build from scratch with warnings as
 # errors, run every test (unit, simulation, multi-process, mpirun, netns when root); then
 # build again with AddressSanitizer + UndefinedBehaviorSanitizer and run the unit, sched,
-# simulation (fewer seeds) and multi-process tests there, every process of them included.
-# Arguments go to the first ctest run (e.g. -L unit). THUB_SANITIZER_RUN=0 skips the second.
+# simulation (fewer seeds) and multi-process tests there, every process of them included;
+# then the transport, registry, client and C API unit tests under ThreadSanitizer
+# (tools/ci/tsan.sh). Arguments go to the first ctest run (e.g. -L unit).
+# THUB_SANITIZER_RUN=0 skips both sanitizer runs, THUB_TSAN_RUN=0 the ThreadSanitizer one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -36,4 +38,11 @@ if compgen -G "$logs/*" > /dev/null; then
   rc=1
 fi
 rm -rf "$logs"
+
+if [[ ${THUB_TSAN_RUN:-1} != 0 ]]; then
+  tsan=${build}-tsan
+  rm -rf "$tsan"
+  echo "== sanitizer run (thread): $tsan"
+  bash tools/ci/tsan.sh "$tsan" || rc=1
+fi
 exit $rc

@@ -51,6 +51,7 @@ class ReadServer {
   void add_fds(std::vector<pollfd>* fds);
   // Accepts, reads requests, writes replies, without blocking; returns the events handled.
   int progress(const std::vector<pollfd>& fds);
+  [[nodiscard]] size_t connections() const { return conns_.size(); }
 
  private:
   struct Reply {

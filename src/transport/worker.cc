@@ -2,14 +2,17 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <future>
@@ -23,6 +26,7 @@
 
 #include "src/common/status.h"
 #include "src/transport/cuda_staging.h"
+#include "src/transport/socket_reads.h"
 
 namespace thub::transport {
 
@@ -41,12 +45,74 @@ constexpr auto kBusySleep = std::chrono::microseconds(10000);
 // fall back to polling every millisecond: UCX 1.13 also says BUSY for ever, with nothing to
 // progress, while a get waits on a peer that stopped reading (SIGSTOP).
 constexpr auto kBusySpin = std::chrono::milliseconds(5);
+
+// What this worker hands out, when it serves reads over sockets too: its UCX worker address
+// and its ReadServer's endpoint ("THW1", u32 length, UCX address, u16 port, u8 count, IPv4s);
+// and per region, the token a socket read must present beside the UCX rkey ("THK1", u64
+// token, UCX rkey). Anything without the magic is a bare UCX address or rkey.
+constexpr char kAddressMagic[4] = {'T', 'H', 'W', '1'};
+constexpr char kRkeyMagic[4] = {'T', 'H', 'K', '1'};
+
+std::string encode_address(const std::string& ucx, const SocketEndpoint& ep) {
+  std::string out(kAddressMagic, 4);
+  auto len = static_cast<uint32_t>(ucx.size());
+  out.append(reinterpret_cast<const char*>(&len), 4).append(ucx);
+  out.append(reinterpret_cast<const char*>(&ep.port), 2);
+  out.push_back(static_cast<char>(std::min<size_t>(ep.ipv4.size(), 255)));
+  for (size_t i = 0; i < ep.ipv4.size() && i < 255; ++i) out.append(reinterpret_cast<const char*>(&ep.ipv4[i]), 4);
+  return out;
+}
+
+// The UCX part of an address; `ep` gets the socket endpoint when there is one.
+std::string decode_address(const std::string& a, SocketEndpoint* ep) {
+  if (a.size() < 8 || a.compare(0, 4, kAddressMagic, 4) != 0) return a;
+  uint32_t len;
+  std::memcpy(&len, a.data() + 4, 4);
+  if (len > a.size() - 8) throw Error(Code::kTransport, "malformed worker address");
+  std::string ucx = a.substr(8, len);
+  size_t p = 8 + len;
+  if (a.size() < p + 3) throw Error(Code::kTransport, "malformed worker address");
+  std::memcpy(&ep->port, a.data() + p, 2);
+  size_t n = static_cast<unsigned char>(a[p + 2]);
+  p += 3;
+  if (a.size() < p + 4 * n) throw Error(Code::kTransport, "malformed worker address");
+  ep->ipv4.resize(n);
+  for (size_t i = 0; i < n; ++i) std::memcpy(&ep->ipv4[i], a.data() + p + 4 * i, 4);
+  return ucx;
+}
+
+// The UCX part of a packed rkey; `token` gets the socket token (0 without one).
+std::string decode_rkey(const std::string& packed, uint64_t* token) {
+  *token = 0;
+  if (packed.size() < 12 || packed.compare(0, 4, kRkeyMagic, 4) != 0) return packed;
+  std::memcpy(token, packed.data() + 4, 8);
+  return packed.substr(12);
+}
+
+// True when this machine has an RDMA device UCX can use: then UCX's own transports carry
+// reads to other hosts, one-sided and zero-copy, and sockets are not used.
+bool rdma_present() {
+  uct_component_h* comps = nullptr;
+  unsigned n = 0;
+  if (uct_query_components(&comps, &n) != UCS_OK) return true;
+  bool found = false;
+  for (unsigned i = 0; i < n && !found; ++i) {
+    uct_component_attr_t attr{};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    if (uct_component_query(comps[i], &attr) != UCS_OK) continue;
+    std::string name = attr.name;
+    found = (name == "ib" || name == "rdmacm" || name == "gga") && attr.md_resource_count > 0;
+  }
+  uct_release_component_list(comps);
+  return found;
+}
 }  // namespace
 
 // An endpoint to one remote worker. Owned by the cache and by the operations that use it.
 class Peer {
  public:
   ucp_ep_h ep = nullptr;
+  std::unique_ptr<ReadConnection> sock;  // reads over a socket instead of `ep` (socket_reads.h)
   std::string address;
   int lane = 0;
   bool failed = false;
@@ -85,7 +151,18 @@ struct Worker::Impl {
   std::map<RkeyKey, decltype(rkeys)::iterator> rkey_index;
   void forget_rkeys(const Peer* p);
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
-  bool in_get = false;  // inside ucp_get_nbx: a completion now is deferred (see Worker::get)
+  // Reads from peers that need failure handling go over sockets (socket_reads.h): UCX would
+  // carry them over its tcp transport (no RDMA device, or UCX_TLS allows only tcp).
+  std::unique_ptr<ReadServer> server;
+  using SocketDone = std::vector<std::pair<ReadConnection::Done, std::string>>;
+  std::vector<pollfd> socket_fds;
+  void add_socket_fds();
+  int progress_sockets();
+  unsigned socket_passes = 0;  // loop passes, to poll idle sockets only now and then
+  void finish_socket_reads(SocketDone& done);
+  // Inside ucp_get_nbx or ucp_ep_close_nbx: a completion now is deferred to the loop (see
+  // Worker::get; a forced close completes the endpoint's gets with CANCELED inside the call).
+  int in_ucx_call = 0;
   Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
   bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
 
@@ -93,6 +170,7 @@ struct Worker::Impl {
     if (wake_fd >= 0) ::close(wake_fd);
   }
   void init();
+  std::string serve_region(uint64_t addr, size_t len, std::string ucx_rkey);
   void loop();
   void shutdown();
   void fail_peer(Peer* p, ucs_status_t st);
@@ -206,6 +284,16 @@ void Worker::Impl::init() {
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_worker_get_address: " + status_text(st));
   address.assign(reinterpret_cast<const char*>(a), alen);
   ucp_worker_release_address(worker, a);
+  // THUB_SOCKET_READS=0 keeps such peers on UCX's tcp transport (to compare the two paths;
+  // docs/faults.md); both sides must agree only loosely: a peer without a ReadServer is read
+  // over UCX.
+  const char* sr = std::getenv("THUB_SOCKET_READS");
+  const bool socket_reads = !(sr && std::string(sr) == "0");
+  if (socket_reads && (local_failure_detected || !rdma_present())) {
+    const char* env = std::getenv("UCX_NET_DEVICES");
+    server = std::make_unique<ReadServer>(local_ipv4(env ? env : opts.net_devices));
+    address = encode_address(address, server->endpoint());
+  }
   if (ucp_worker_get_efd(worker, &ucx_fd) != UCS_OK) ucx_fd = -1;
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) throw Error(Code::kNoMemory, "eventfd failed");
@@ -245,8 +333,11 @@ void Worker::Impl::sleep_until(Clock::time_point until) {
   int64_t left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count();
   left = std::max<int64_t>(0, armed ? left : std::min<int64_t>(left, 1000000));
   timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-  pollfd fds[2] = {{wake_fd, POLLIN, 0}, {ucx_fd, POLLIN, 0}};
-  ::ppoll(fds, armed ? 2 : 1, &ts, nullptr);
+  std::vector<pollfd> fds = {{wake_fd, POLLIN, 0}, {ucx_fd, POLLIN, 0}};
+  if (!armed) fds.pop_back();
+  add_socket_fds();
+  fds.insert(fds.end(), socket_fds.begin(), socket_fds.end());
+  ::ppoll(fds.data(), fds.size(), &ts, nullptr);
   uint64_t v;
   while (::read(wake_fd, &v, sizeof v) > 0) {
   }
@@ -279,6 +370,12 @@ void Worker::Impl::loop() {
       if (k == 0) break;
     }
     reap_closing();
+    // A poll() per pass costs shared-memory transfers about 7 % (measured, docs/faults.md):
+    // with no socket peer and no reader connected only the listening socket matters, and one
+    // pass in 16 is soon enough for it (the idle sleep polls it too).
+    bool socket_work = server && server->connections() > 0;
+    for (auto it = peers.begin(); !socket_work && it != peers.end(); ++it) socket_work = it->second->sock != nullptr;
+    if (socket_work || ++socket_passes % 16 == 0) n += static_cast<unsigned>(progress_sockets());
     now = Clock::now();
     if (n > 0) progressed_since_sleep = true;
     if (n > 0 || active || (outstanding > 0 && ucx_fd < 0)) last_active = now;
@@ -313,6 +410,9 @@ void Worker::Impl::shutdown() {
       callbacks.push_back(std::move(op->cb));
     }
   }
+  // Socket reads end with their sockets; their callbacks were taken above or never run.
+  for (auto& [addr, p] : peers) p->sock.reset();
+  server.reset();
   // Endpoints to abandoned (dead) peers are left to ucp_worker_destroy: a flush would wait
   // for them forever, and FORCE needs error handling on both sides.
   abandoned.clear();
@@ -351,6 +451,40 @@ void Worker::Impl::reap_closing() {
       ++i;
     }
   }
+}
+
+void Worker::Impl::add_socket_fds() {
+  socket_fds.clear();
+  if (server) server->add_fds(&socket_fds);
+  for (auto& [key, p] : peers) {
+    if (p->sock) p->sock->add_fds(&socket_fds);
+  }
+}
+
+// Serves and receives socket reads without blocking; completions run here, in the loop.
+int Worker::Impl::progress_sockets() {
+  if (!server) return 0;  // no server, no socket peers either (Worker::peer)
+  add_socket_fds();
+  if (::poll(socket_fds.data(), socket_fds.size(), 0) <= 0) return 0;
+  int n = server->progress(socket_fds);
+  SocketDone done;
+  for (auto& [key, p] : peers) {
+    if (!p->sock) continue;
+    n += p->sock->progress(socket_fds, &done);
+    if (p->sock->failed() && !p->failed) {
+      p->failed = true;
+      p->error = p->sock->error();
+    }
+  }
+  for (auto& [cb, err] : done) cb(err.empty(), err);
+  return n;
+}
+
+// Completions of socket reads closed from inside a caller's operation run later, from the
+// loop (the caller is often the job those reads belong to; see Worker::cancel_peer).
+void Worker::Impl::finish_socket_reads(SocketDone& done) {
+  for (auto& [cb, err] : done) post([cb = std::move(cb), err = std::move(err)] { cb(false, err); });
+  done.clear();
 }
 
 void Worker::Impl::fail_peer(Peer* p, ucs_status_t st) {
@@ -415,7 +549,7 @@ void Worker::post(std::function<void()> fn) { impl_->post(std::move(fn)); }
 // issues the next get from the callback (Job::pump) would recurse once per chunk, and see its
 // own state half updated; so such a completion waits for the loop.
 void Worker::Impl::complete(GetCallback cb, bool ok, std::string err) {
-  if (!in_get) return cb(ok, err);
+  if (in_ucx_call == 0) return cb(ok, err);
   post([cb = std::move(cb), ok, err = std::move(err)] { cb(ok, err); });
 }
 
@@ -491,10 +625,25 @@ std::pair<ucp_mem_h, std::string> map_memory(ucp_context_h ctx, void* addr, size
 }
 }  // namespace
 
+// Lets socket readers read [addr, addr + len) of host memory: a random token travels in the
+// packed rkey, as UCX's own key material does, and a read must present it.
+std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string ucx_rkey) {
+  if (!server || len == 0 || cuda_is_device_pointer(reinterpret_cast<void*>(addr))) return ucx_rkey;
+  uint64_t token = 0;
+  while (token == 0) {
+    if (getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token)) token = 0;
+  }
+  server->serve(addr, len, token);
+  std::string out(kRkeyMagic, 4);
+  out.append(reinterpret_cast<const char*>(&token), 8).append(ucx_rkey);
+  return out;
+}
+
 std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
   std::unique_ptr<MemoryRegion> out;
   call([&] {
     auto [memh, rkey] = map_memory(impl_->ctx, addr, len, false);
+    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(addr), len, std::move(rkey));
     out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(addr), len));
   });
   return out;
@@ -510,6 +659,7 @@ std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
       ucp_mem_unmap(impl_->ctx, memh);
       throw Error(Code::kNoMemory, "ucp_mem_query of an allocated region failed");
     }
+    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(attr.address), len, std::move(rkey));
     out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(attr.address), len));
     out->allocated_ = true;
   });
@@ -517,13 +667,18 @@ std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
   return out;
 }
 
-void Worker::unmap(void* memh) {
-  call([&] { ucp_mem_unmap(impl_->ctx, static_cast<ucp_mem_h>(memh)); });
+void Worker::unmap(void* memh, uint64_t token) {
+  call([&] {
+    if (impl_->server && token) impl_->server->withdraw(token);  // before the memory can go
+    ucp_mem_unmap(impl_->ctx, static_cast<ucp_mem_h>(memh));
+  });
 }
 
 MemoryRegion::~MemoryRegion() {
   if (pinned_) unpin_host_memory(data());
-  worker_->unmap(memh_);
+  uint64_t token = 0;
+  decode_rkey(rkey_, &token);
+  worker_->unmap(memh_, token);
 }
 
 bool MemoryRegion::contains(const void* p, size_t n) const {
@@ -545,9 +700,21 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   p->address = address;
   p->lane = lane;
   p->error_handling = error_handling;
+  SocketEndpoint sock;
+  const std::string ucx_address = decode_address(address, &sock);
+  if (error_handling && impl_->server && sock.port != 0) {
+    // Over sockets, not UCX's tcp transport (socket_reads.h).
+    p->sock = std::make_unique<ReadConnection>(sock);
+    if (p->sock->failed()) {
+      p->failed = true;
+      p->error = p->sock->error();
+    }
+    impl_->peers[key] = p;
+    return p;
+  }
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ep.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
   if (error_handling) {
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
@@ -568,11 +735,18 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
     impl_->forget_rkeys(p.get());
     p->failed = true;
     if (p->error.empty()) p->error = "forgotten: the peer is gone";
+    if (p->sock) {
+      Impl::SocketDone done;
+      p->sock->close(p->error, &done);
+      impl_->finish_socket_reads(done);
+      return;
+    }
     impl_->abandoned.push_back(p);
   };
+  const std::string address = peer->address;
   auto& peers = impl_->peers;
-  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
-  while (it != peers.end() && it->first.first == peer->address) {
+  auto it = peers.lower_bound({address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == address) {
     abandon(it->second);
     it = peers.erase(it);
   }
@@ -607,11 +781,18 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
   forget_rkeys(p.get());
   p->failed = true;
   if (p->error.empty()) p->error = "closed: the peer stopped answering";
-  if (p->ep && p->error_handling) {
+  if (p->sock) {
+    // Nothing can land after this: the socket is closed, its reads fail (from the loop).
+    SocketDone done;
+    p->sock->close(p->error, &done);
+    finish_socket_reads(done);
+  } else if (p->ep && p->error_handling) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    in_ucx_call++;
     void* r = ucp_ep_close_nbx(p->ep, &prm);
+    in_ucx_call--;
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     p->ep = nullptr;
   } else if (p->ep) {
@@ -620,9 +801,11 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
 }
 
 void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
+  // By value: `peer` is often a member of the job whose gets this cancels.
+  const std::string address = peer->address;
   auto& peers = impl_->peers;
-  auto it = peers.lower_bound({peer->address, std::numeric_limits<int>::min()});
-  while (it != peers.end() && it->first.first == peer->address) {
+  auto it = peers.lower_bound({address, std::numeric_limits<int>::min()});
+  while (it != peers.end() && it->first.first == address) {
     if (!it->second->error_handling) {
       ++it;
       continue;
@@ -637,8 +820,16 @@ bool Worker::detects_local_peer_failure() const { return impl_->local_failure_de
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
-  if (peer->failed || !peer->ep) {  // answered from the loop too, as every completion
+  if (peer->failed || (!peer->ep && !peer->sock)) {  // answered from the loop too, as every completion
     impl_->post([cb = std::move(cb), err = "peer failed: " + peer->error] { cb(false, err); });
+    return;
+  }
+  if (peer->sock) {
+    impl_->outstanding++;
+    peer->sock->read(local, len, remote, key.token(), [this, cb = std::move(cb)](bool ok, const std::string& err) {
+      impl_->outstanding--;
+      cb(ok, err);
+    });
     return;
   }
   auto* op = new GetOp{impl_.get(), peer, std::move(cb)};
@@ -648,7 +839,7 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
   prm.cb.send = get_done;
   prm.user_data = op;
   impl_->outstanding++;
-  impl_->in_get = true;
+  impl_->in_ucx_call++;
   ucs_status_ptr_t r = ucp_get_nbx(peer->ep, local, len, remote, static_cast<ucp_rkey_h>(key.handle()), &prm);
   if (UCS_PTR_IS_ERR(r)) {
     impl_->outstanding--;
@@ -663,13 +854,18 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     impl_->ops.erase(op);
     delete op;
   }
-  impl_->in_get = false;
+  impl_->in_ucx_call--;
 }
 
 RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {
+  const std::string ucx = decode_rkey(packed, &token_);
+  if (peer->sock) {
+    if (token_ == 0) throw Error(Code::kTransport, "the source's memory is not served over sockets");
+    return;  // a socket read presents the token; nothing to unpack
+  }
   if (!peer->ep) throw Error(Code::kTransport, "rkey unpack on a closed endpoint");
   ucp_rkey_h r = nullptr;
-  ucs_status_t st = ucp_ep_rkey_unpack(peer->ep, packed.data(), &r);
+  ucs_status_t st = ucp_ep_rkey_unpack(peer->ep, ucx.data(), &r);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_rkey_unpack: " + status_text(st));
   rkey_ = r;
 }
@@ -696,6 +892,18 @@ std::string Worker::describe() const {
       }
       std::fprintf(f, "\n");
     }
+    if (impl_->server) {
+      SocketEndpoint e = impl_->server->endpoint();
+      std::fprintf(f, "# reads from peers with failure handling: over sockets (no RDMA device), port %u, at",
+                   static_cast<unsigned>(e.port));
+      for (uint32_t ip : e.ipv4) {
+        auto* b = reinterpret_cast<const unsigned char*>(&ip);
+        std::fprintf(f, " %u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+      }
+      std::fprintf(f, "\n");
+    } else {
+      std::fprintf(f, "# reads from peers with failure handling: UCX (an RDMA device is present)\n");
+    }
     std::fclose(f);
     out.assign(buf, len);
     std::free(buf);
@@ -711,6 +919,16 @@ bool Worker::can_map_cuda() const {
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (ucp_context_query(impl_->ctx, &attr) != UCS_OK) return false;
   return (attr.memory_types & (1ull << UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
+std::string ucx_worker_address(const std::string& address) {
+  SocketEndpoint ignored;
+  return decode_address(address, &ignored);
+}
+
+std::string ucx_rkey(const std::string& packed_rkey) {
+  uint64_t ignored = 0;
+  return decode_rkey(packed_rkey, &ignored);
 }
 
 std::string ucx_version() {

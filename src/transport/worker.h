@@ -54,9 +54,12 @@ class Worker {
   // is dropped from the cache so that a later call starts afresh). `error_handling` asks
   // for UCP_ERR_HANDLING_MODE_PEER: UCX 1.13's shared-memory transports have no peer
   // failure handler, so a peer on this host is reached without it (and watched by the
-  // caller), a peer on another host with it. `lane` picks one of several endpoints to the
-  // same worker: each has its own connection (over TCP, its own socket), so that small
-  // reads on lane 1 (progress counters) do not queue behind bulk reads on lane 0.
+  // caller), a peer on another host with it. Where UCX would carry such a peer's reads over
+  // its tcp transport (no RDMA device here, or only tcp allowed), they go over a socket of
+  // our own instead (socket_reads.h): UCX 1.13's software gets abort the source when a reader
+  // dies at the wrong moment. `lane` picks one of several endpoints to the same worker: each
+  // has its own connection (over TCP, its own socket), so that small reads on lane 1
+  // (progress counters) do not queue behind bulk reads on lane 0.
   std::shared_ptr<Peer> peer(const std::string& address, bool error_handling, int lane = 0);
   // Forget a peer whose operations will never finish (its process is gone): every lane's
   // endpoint to its worker; later calls to peer() create fresh ones; operations still in
@@ -91,7 +94,7 @@ class Worker {
 
  private:
   friend class MemoryRegion;
-  void unmap(void* memh);
+  void unmap(void* memh, uint64_t token);
   explicit Worker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -133,13 +136,22 @@ class RemoteKey {
   RemoteKey(const RemoteKey&) = delete;
   RemoteKey& operator=(const RemoteKey&) = delete;
   [[nodiscard]] void* handle() const { return rkey_; }
+  // What a read over a socket presents (0 when the region is not served over sockets).
+  [[nodiscard]] uint64_t token() const { return token_; }
 
  private:
   std::shared_ptr<Peer> peer_;
   void* rkey_ = nullptr;
+  uint64_t token_ = 0;
 };
 
 // Library version of the UCX in use, e.g. "1.13.1".
 std::string ucx_version();
+
+// The UCX worker address inside Worker::address(), and the UCX rkey inside
+// MemoryRegion::packed_rkey() (both carry the socket path's details as well; tests that talk
+// to a worker with plain UCX need the bare UCX part).
+std::string ucx_worker_address(const std::string& address);
+std::string ucx_rkey(const std::string& packed_rkey);
 
 }  // namespace thub::transport

@@ -76,7 +76,7 @@ TEST(RemoteWriteTest, PeersCannotWriteServedMemoryWhereTheTransportChecks) {
   auto w = Worker::create(WorkerOptions{});
   std::vector<char> served(1 << 20, 'a');
   auto region = w->map(served.data(), served.size());
-  RawPeer attacker(w->address(), region->packed_rkey());
+  RawPeer attacker(ucx_worker_address(w->address()), ucx_rkey(region->packed_rkey()));
   ucs_status_t st = attacker.put(std::vector<char>(served.size(), 'X'), region->address());
   // Over shared memory and TCP the worker's progress thread wrote the bytes, and told the
   // attacker through UCX (which ThreadSanitizer does not see); a no-op run on that thread

@@ -1,0 +1,426 @@
+#include "src/transport/socket_reads.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "src/common/status.h"
+
+namespace thub::transport {
+
+namespace {
+// Wire format (host byte order: both ends run the same build; the greeting tells otherwise).
+// Reader -> server: the greeting, then requests {id, addr, len, token} (4 x u64).
+// Server -> reader: per request, in order, {id, len, status (u32), 0 (u32)}, then `len`
+// bytes when status is 0.
+constexpr char kGreeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x04};
+constexpr size_t kRequestBytes = 32;
+constexpr size_t kReplyHeader = 24;
+constexpr uint32_t kNotServed = 1;
+// Replies queued per connection before the server stops reading its requests (a reader
+// keeps max_inflight gets in flight per lane; this only bounds a misbehaving one).
+constexpr size_t kMaxQueued = 4096;
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void put64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint64_t get64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+std::string ip_text(uint32_t ip) {
+  char buf[INET_ADDRSTRLEN] = "?";
+  in_addr a{};
+  a.s_addr = ip;
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+}  // namespace
+
+std::vector<uint32_t> local_ipv4(const std::string& devices) {
+  std::vector<std::string> names;
+  for (size_t start = 0; start <= devices.size();) {
+    size_t comma = devices.find(',', start);
+    std::string d = devices.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!d.empty() && d != "all" && d.find(':') == std::string::npos) names.push_back(d);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<uint32_t> named, up;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+      uint32_t ip = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+      if (std::find(names.begin(), names.end(), i->ifa_name) != names.end()) named.push_back(ip);
+      if (!(i->ifa_flags & IFF_LOOPBACK)) up.push_back(ip);
+    }
+    freeifaddrs(list);
+  }
+  if (!named.empty()) return named;
+  if (!up.empty()) return up;
+  return {htonl(INADDR_LOOPBACK)};
+}
+
+// ---- ReadServer ------------------------------------------------------------------------
+
+ReadServer::ReadServer(std::vector<uint32_t> advertise) : advertise_(std::move(advertise)) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw Error(Code::kTransport, errno_text("read server: socket"));
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t alen = sizeof a;
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 256) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &alen) != 0) {
+    std::string e = errno_text("read server: bind/listen");
+    ::close(listen_fd_);
+    throw Error(Code::kTransport, e);
+  }
+  port_ = ntohs(a.sin_port);
+}
+
+ReadServer::~ReadServer() {
+  for (auto& c : conns_) {
+    if (c->fd >= 0) ::close(c->fd);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void ReadServer::serve(uint64_t addr, uint64_t len, uint64_t token) { regions_[token] = {addr, len}; }
+
+void ReadServer::withdraw(uint64_t token) {
+  auto it = regions_.find(token);
+  if (it == regions_.end()) return;
+  const uint64_t addr = it->second.addr, end = addr + it->second.len;
+  regions_.erase(it);
+  for (auto& c : conns_) {
+    for (const Reply& r : c->out) {
+      auto p = reinterpret_cast<uint64_t>(r.data);
+      if (r.len > 0 && p < end && p + r.len > addr) {
+        close_conn(*c);
+        break;
+      }
+    }
+  }
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
+}
+
+void ReadServer::add_fds(std::vector<pollfd>* fds) {
+  fd_base_ = fds->size();
+  fds->push_back({listen_fd_, POLLIN, 0});
+  for (const auto& c : conns_) {
+    short ev = c->out.size() < kMaxQueued ? POLLIN : 0;
+    if (!c->out.empty()) ev |= POLLOUT;
+    fds->push_back({c->fd, ev, 0});
+  }
+  fd_count_ = fds->size() - fd_base_;
+}
+
+int ReadServer::progress(const std::vector<pollfd>& fds) {
+  int n = 0;
+  if (fd_count_ == 0 || fds.size() < fd_base_ + fd_count_) return 0;
+  const size_t known = fd_count_ - 1;  // connections polled (accept may add more)
+  for (size_t i = 0; i < known && i < conns_.size(); ++i) {
+    Conn& c = *conns_[i];
+    short re = fds[fd_base_ + 1 + i].revents;
+    if (!re || c.fd < 0) continue;
+    n++;
+    bool alive = true;
+    if (re & (POLLIN | POLLHUP | POLLERR)) alive = read_requests(c);
+    if (alive && !c.out.empty()) alive = write_replies(c);
+    if (alive && c.out.size() < kMaxQueued && !c.in.empty()) parse_requests(c);  // held back by a full queue
+    if (!alive) close_conn(c);
+  }
+  if (fds[fd_base_].revents & POLLIN) {
+    accept_all();
+    n++;
+  }
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
+  fd_count_ = 0;
+  return n;
+}
+
+void ReadServer::accept_all() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or out of descriptors: the backlog waits
+    set_nodelay(fd);
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    conns_.push_back(std::move(c));
+  }
+}
+
+bool ReadServer::read_requests(Conn& c) {
+  char buf[16384];
+  for (;;) {
+    ssize_t k = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) {
+      c.in.append(buf, static_cast<size_t>(k));
+      if (c.in.size() >= sizeof buf * 4) break;  // parse before reading more
+      continue;
+    }
+    if (k == 0) return false;  // the reader went away
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return false;
+  }
+  if (!c.greeted) {
+    if (c.in.size() < sizeof kGreeting) return true;
+    if (std::memcmp(c.in.data(), kGreeting, sizeof kGreeting) != 0) return false;
+    c.greeted = true;
+    c.in.erase(0, sizeof kGreeting);
+  }
+  parse_requests(c);
+  return true;
+}
+
+void ReadServer::parse_requests(Conn& c) {
+  size_t pos = 0;
+  for (; c.in.size() - pos >= kRequestBytes && c.out.size() < kMaxQueued; pos += kRequestBytes) {
+    const char* q = c.in.data() + pos;
+    uint64_t id = get64(q), addr = get64(q + 8), len = get64(q + 16), token = get64(q + 24);
+    Reply r{};
+    put64(r.header, id);
+    uint32_t status = kNotServed;
+    auto it = regions_.find(token);
+    if (it != regions_.end() && addr >= it->second.addr) {
+      const uint64_t off = addr - it->second.addr;
+      if (off <= it->second.len && len <= it->second.len - off) status = 0;
+    }
+    r.data = status == 0 ? reinterpret_cast<const char*>(addr) : nullptr;
+    r.len = status == 0 ? len : 0;
+    put64(r.header + 8, r.len);
+    std::memcpy(r.header + 16, &status, 4);
+    std::memset(r.header + 20, 0, 4);
+    c.out.push_back(r);
+  }
+  c.in.erase(0, pos);
+}
+
+bool ReadServer::write_replies(Conn& c) {
+  while (!c.out.empty()) {
+    iovec iov[64];
+    int n = 0;
+    for (auto it = c.out.begin(); it != c.out.end() && n + 2 <= 64; ++it) {
+      uint64_t s = it->sent;
+      if (s < kReplyHeader) {
+        iov[n++] = {it->header + s, kReplyHeader - s};
+        s = kReplyHeader;
+      }
+      if (it->len > s - kReplyHeader) {
+        uint64_t off = s - kReplyHeader;
+        iov[n++] = {const_cast<char*>(it->data) + off, static_cast<size_t>(it->len - off)};
+      }
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t k = ::sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;  // else the reader is gone
+    }
+    auto left = static_cast<uint64_t>(k);
+    while (left > 0 && !c.out.empty()) {
+      Reply& r = c.out.front();
+      uint64_t want = kReplyHeader + r.len - r.sent;
+      uint64_t take = std::min(want, left);
+      r.sent += take;
+      left -= take;
+      if (r.sent == kReplyHeader + r.len) c.out.pop_front();
+    }
+  }
+  return true;
+}
+
+void ReadServer::close_conn(Conn& c) {
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+  c.out.clear();
+  c.in.clear();
+}
+
+// ---- ReadConnection --------------------------------------------------------------------
+
+ReadConnection::ReadConnection(SocketEndpoint to) : to_(std::move(to)) {
+  out_.assign(kGreeting, sizeof kGreeting);
+  while (next_ < to_.ipv4.size() && !start_connect()) next_++;
+  if (fd_ < 0 && error_.empty()) error_ = "the source advertises no address for socket reads";
+}
+
+ReadConnection::~ReadConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool ReadConnection::start_connect() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error_ = errno_text("socket");
+    return false;
+  }
+  set_nodelay(fd);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(to_.port);
+  a.sin_addr.s_addr = to_.ipv4[next_];
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
+    error_ = errno_text(("connect to " + ip_text(to_.ipv4[next_]) + ":" + std::to_string(to_.port)).c_str());
+    ::close(fd);
+    return false;
+  }
+  fd_ = fd;
+  connected_ = false;
+  return true;
+}
+
+void ReadConnection::read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done) {
+  Op op{next_id_++, static_cast<char*>(local), len, std::move(done)};
+  char q[kRequestBytes];
+  put64(q, op.id);
+  put64(q + 8, remote);
+  put64(q + 16, len);
+  put64(q + 24, token);
+  out_.append(q, sizeof q);
+  ops_.push_back(std::move(op));
+  if (connected_ && !flush()) {
+    // The error shows at the next progress(), which completes the reads.
+  }
+}
+
+void ReadConnection::add_fds(std::vector<pollfd>* fds) {
+  fd_index_ = -1;
+  if (fd_ < 0) return;
+  short ev = POLLIN;
+  if (!connected_ || out_sent_ < out_.size()) ev |= POLLOUT;
+  fd_index_ = static_cast<long>(fds->size());
+  fds->push_back({fd_, ev, 0});
+}
+
+bool ReadConnection::flush() {
+  while (out_sent_ < out_.size()) {
+    ssize_t k = ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      out_sent_ += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    error_ = errno_text("send to the source");
+    return false;
+  }
+  if (out_sent_ == out_.size() || out_sent_ > (1u << 16)) {
+    out_.erase(0, out_sent_);
+    out_sent_ = 0;
+  }
+  return true;
+}
+
+int ReadConnection::progress(const std::vector<pollfd>& fds, std::vector<std::pair<Done, std::string>>* done) {
+  if (fd_ < 0 || fd_index_ < 0 || static_cast<size_t>(fd_index_) >= fds.size()) return 0;
+  short re = fds[static_cast<size_t>(fd_index_)].revents;
+  fd_index_ = -1;
+  if (!re) return 0;
+  if (!connected_) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0 || (re & (POLLERR | POLLHUP))) {
+      error_ = "connect to " + ip_text(to_.ipv4[next_]) + ":" + std::to_string(to_.port) + ": " +
+               std::strerror(err ? err : ECONNREFUSED);
+      ::close(fd_);
+      fd_ = -1;
+      for (next_++; next_ < to_.ipv4.size(); next_++) {
+        if (start_connect()) return 1;
+      }
+      close(error_, done);
+      return 1;
+    }
+    connected_ = true;
+  }
+  if (!flush() || !receive(done)) close(error_, done);
+  return 1;
+}
+
+bool ReadConnection::receive(std::vector<std::pair<Done, std::string>>* done) {
+  for (;;) {
+    ssize_t k;
+    if (hdr_got_ < kReplyHeader) {
+      k = ::recv(fd_, hdr_ + hdr_got_, kReplyHeader - hdr_got_, MSG_DONTWAIT);
+      if (k > 0) {
+        hdr_got_ += static_cast<size_t>(k);
+        if (hdr_got_ < kReplyHeader) continue;
+        if (ops_.empty() || get64(hdr_) != ops_.front().id) {
+          error_ = "the source answered a read that was not asked for";
+          return false;
+        }
+        uint32_t status;
+        std::memcpy(&status, hdr_ + 16, 4);
+        if (status == 0 && get64(hdr_ + 8) != ops_.front().len) {
+          error_ = "the source answered a read with the wrong length";
+          return false;
+        }
+        if (status != 0) {
+          // The region is not (or no longer) served: this read fails, the connection stays.
+          done->push_back({std::move(ops_.front().done), "the source does not serve that memory (any more)"});
+          ops_.pop_front();
+          hdr_got_ = 0;
+        }
+        data_got_ = 0;
+        continue;
+      }
+    } else {
+      Op& op = ops_.front();
+      if (data_got_ == op.len) {
+        done->push_back({std::move(op.done), std::string()});
+        ops_.pop_front();
+        hdr_got_ = 0;
+        continue;
+      }
+      k = ::recv(fd_, op.dst + data_got_, static_cast<size_t>(op.len - data_got_), MSG_DONTWAIT);
+      if (k > 0) {
+        data_got_ += static_cast<uint64_t>(k);
+        continue;
+      }
+    }
+    if (k == 0) {
+      error_ = "the source closed the connection";
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    error_ = errno_text("receive from the source");
+    return false;
+  }
+}
+
+void ReadConnection::close(const std::string& why, std::vector<std::pair<Done, std::string>>* done) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (error_.empty()) error_ = why;
+  for (auto& op : ops_) done->push_back({std::move(op.done), why});
+  ops_.clear();
+  hdr_got_ = 0;
+}
+
+}  // namespace thub::transport

@@ -1,0 +1,137 @@
+// Reads of registered host memory over plain TCP sockets: the data path to peers that UCX
+// would reach over its tcp transport. UCX 1.13 serves a get over TCP in software, from the
+// source's worker, and three of its paths abort the *source* when a reader dies at the wrong
+// moment (docs/pipeline.md, "A reader's death never kills its source"). Here the source
+// answers a read by writing the bytes from its memory into the socket (one kernel copy) and
+// the reader receives them straight into its buffer; a dead or cancelled peer is a closed
+// socket on both sides, nothing more. Progress thread only; no UCX type, no thread.
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace thub::transport {
+
+// Where a ReadServer listens: its port and the IPv4 addresses (network order) to try.
+struct SocketEndpoint {
+  uint16_t port = 0;
+  std::vector<uint32_t> ipv4;
+};
+
+// The IPv4 addresses of the named interfaces ("eth0,ib0:1" -> eth0's; names with a ':' are
+// RDMA ports and skipped); with none named or found, of every interface that is up and not
+// loopback; with none of those, 127.0.0.1.
+std::vector<uint32_t> local_ipv4(const std::string& devices);
+
+// Serves reads of the regions it was told about to every reader that connects.
+class ReadServer {
+ public:
+  // Listens on every address, any free port. Throws Error(kTransport).
+  explicit ReadServer(std::vector<uint32_t> advertise);
+  ~ReadServer();
+  ReadServer(const ReadServer&) = delete;
+  ReadServer& operator=(const ReadServer&) = delete;
+
+  [[nodiscard]] SocketEndpoint endpoint() const { return {port_, advertise_}; }
+  // Readers presenting `token` (unique per region) may read [addr, addr + len).
+  void serve(uint64_t addr, uint64_t len, uint64_t token);
+  // No more reads of that region: connections with a reply from it still queued are closed
+  // (its bytes are never read after this returns).
+  void withdraw(uint64_t token);
+
+  // Adds its descriptors with the events wanted; progress() then handles what poll() saw in
+  // them (the same vector, before anything else changes it).
+  void add_fds(std::vector<pollfd>* fds);
+  // Accepts, reads requests, writes replies, without blocking; returns the events handled.
+  int progress(const std::vector<pollfd>& fds);
+  [[nodiscard]] size_t connections() const { return conns_.size(); }
+
+ private:
+  struct Reply {
+    char header[24];
+    const char* data;
+    uint64_t len;
+    uint64_t sent = 0;  // of header + data
+  };
+  struct Conn {
+    int fd = -1;
+    bool greeted = false;
+    std::string in;
+    std::deque<Reply> out;
+  };
+  void accept_all();
+  bool read_requests(Conn& c);   // false: close it
+  void parse_requests(Conn& c);
+  bool write_replies(Conn& c);   // false: close it
+  void close_conn(Conn& c);
+
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::vector<uint32_t> advertise_;
+  struct Region {
+    uint64_t addr;
+    uint64_t len;
+  };
+  std::map<uint64_t, Region> regions_;  // by token
+  std::vector<std::unique_ptr<Conn>> conns_;
+  size_t fd_base_ = 0, fd_count_ = 0;  // its slice of the vector add_fds filled
+};
+
+// A reader's connection to one ReadServer: reads are answered in the order asked.
+class ReadConnection {
+ public:
+  using Done = std::function<void(bool ok, const std::string& err)>;
+  // Starts connecting (non-blocking) to the first address of `to`; the next on failure.
+  explicit ReadConnection(SocketEndpoint to);
+  ~ReadConnection();
+  ReadConnection(const ReadConnection&) = delete;
+  ReadConnection& operator=(const ReadConnection&) = delete;
+
+  // Queues a read of `len` bytes at `remote` into `local`. `done` is returned by a later
+  // progress() or close(), never called from here.
+  void read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done);
+  [[nodiscard]] bool failed() const { return fd_ < 0; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] size_t outstanding() const { return ops_.size(); }
+
+  void add_fds(std::vector<pollfd>* fds);
+  // Connects, writes requests, receives replies; the completions due are appended to `done`
+  // (an empty text: the read succeeded).
+  int progress(const std::vector<pollfd>& fds, std::vector<std::pair<Done, std::string>>* done);
+  // Closes the socket: every outstanding read completes with `why` (appended to `done`).
+  void close(const std::string& why, std::vector<std::pair<Done, std::string>>* done);
+
+ private:
+  struct Op {
+    uint64_t id;
+    char* dst;
+    uint64_t len;
+    Done done;
+  };
+  bool start_connect();  // to addresses_[next_]; false when none is left
+  bool flush();
+  bool receive(std::vector<std::pair<Done, std::string>>* done);
+
+  SocketEndpoint to_;
+  size_t next_ = 0;
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string error_;
+  std::string out_;
+  size_t out_sent_ = 0;
+  std::deque<Op> ops_;
+  uint64_t next_id_ = 1;
+  char hdr_[24];
+  size_t hdr_got_ = 0;
+  uint64_t data_got_ = 0;
+  long fd_index_ = -1;  // its entry in the vector add_fds filled
+};
+
+}  // namespace thub::transport

@@ -39,6 +39,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   Context& ctx;
   MemberMachine machine;
   Holding live;  // the user's tensors
+  std::shared_ptr<LateReads> late_reads = make_late_reads();  // given up into live's buffers
   std::map<int64_t, std::shared_ptr<Holding>> offloaded;  // retention copies by version
   bool frozen = false;
   std::map<uint64_t, std::shared_ptr<Request>> requests;  // by op id
@@ -223,6 +224,7 @@ void Model::Core::act(const BeginTransfer& a) {
   }
   TransferSpec ts;
   ts.local = &live.stream;
+  ts.late = late_reads;
   ts.source_partial = a.source_partial || src.staged;  // a staged publisher's counter leads
   ts.source_may_lag = a.source_partial;
   ts.source = std::move(src);

@@ -41,6 +41,11 @@ class Job : public std::enable_shared_from_this<Job> {
   Job(Worker& w, TransferSpec s, std::function<void(uint64_t)> on_advance, std::function<void(TransferResult)> on_done)
       : w_(w), s_(std::move(s)), on_advance_(std::move(on_advance)), on_done_(std::move(on_done)) {}
   void start();
+  // Ended, and none of its reads can land any more: none in flight, or the rest were canceled
+  // (a source elsewhere: its endpoint or socket is closed) or their source on this host exited.
+  [[nodiscard]] bool settled() const {
+    return finished_ && (inflight_ == 0 || !local_ || !process_alive(s_.source.pid));
+  }
 
  private:
   void pump();
@@ -107,6 +112,14 @@ class Job : public std::enable_shared_from_this<Job> {
   bool fail_source_ = false;
   TransferStats stats_;
 };
+
+}  // namespace
+
+struct LateReads {
+  std::vector<std::weak_ptr<Job>> jobs;  // transfers into these buffers not yet settled
+};
+
+namespace {
 
 void Job::start() {
   const auto& rsegs = s_.source.segments;
@@ -430,12 +443,38 @@ void Job::finish() {
   if (done) done(std::move(r));
 }
 
+// A transfer into buffers that reads given up may still land in starts once none may: their
+// source resumed and answered them (each completion counts), or exited (a sender on this host
+// writes into our one receive queue in order, so what it sent before it died is taken before
+// any later reply). Checked every millisecond, without the stall watchdog: the wait is for
+// the stopped source, not for the one just granted.
+void start_when_clear(Worker& worker, const std::shared_ptr<Job>& job, const std::shared_ptr<LateReads>& late) {
+  if (late) {
+    auto& jobs = late->jobs;
+    jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                              [](const std::weak_ptr<Job>& w) {
+                                auto j = w.lock();
+                                return !j || j->settled();
+                              }),
+               jobs.end());
+    if (!jobs.empty()) {
+      worker.post_after(1000, [&worker, job, late] { start_when_clear(worker, job, late); });
+      return;
+    }
+    late->jobs.push_back(job);  // until it ends, its own reads may be given up too
+  }
+  job->start();
+}
+
 }  // namespace
+
+std::shared_ptr<LateReads> make_late_reads() { return std::make_shared<LateReads>(); }
 
 void start_transfer(Worker& worker, TransferSpec spec, std::function<void(uint64_t)> on_advance,
                     std::function<void(TransferResult)> on_done) {
+  std::shared_ptr<LateReads> late = spec.late;
   auto job = std::make_shared<Job>(worker, std::move(spec), std::move(on_advance), std::move(on_done));
-  worker.post([job] { job->start(); });
+  worker.post([&worker, job, late] { start_when_clear(worker, job, late); });
 }
 
 }  // namespace thub::client

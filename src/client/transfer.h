@@ -25,8 +25,18 @@ class Worker;
 
 namespace thub::client {
 
+// Reads given up into one holding's buffers that may still land. A source on this host that
+// stopped answering cannot have its gets canceled (UCX 1.13 has no peer failure handling over
+// shared memory): when it resumes, UCX writes its replies into our buffers, whatever version
+// they hold by then. So the next transfer into the same buffers waits until those reads have
+// landed or their source has exited (docs/faults.md). One per holding, used on the progress
+// thread only.
+struct LateReads;
+std::shared_ptr<LateReads> make_late_reads();
+
 struct TransferSpec {
   const Stream* local = nullptr;            // where our stream lives (segments)
+  std::shared_ptr<LateReads> late;          // reads given up into these buffers (may be null)
   Descriptor source;
   bool source_partial = false;              // follow the source's counter for what is ready
   bool source_may_lag = false;              // its counter may still show an earlier fill at first

@@ -187,6 +187,8 @@ class Core {
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).
   std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;
+  // What pick_in needs besides a grounded chain (cheap: no chain is walked).
+  bool may_pick(const Member& source, Version v, MemberId requester) const;
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
 
@@ -200,6 +202,9 @@ class Core {
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
   bool will_serve(const Member& h, Version v, MemberId requester) const;
+  // will_serve without the chain walk: yes, no, or only if grounded (a partial holder).
+  enum class Serves { kNo, kYes, kIfGrounded };
+  Serves will_serve_unwalked(const Member& h, Version v, MemberId requester) const;
   // One that may serve req (not one that req reported during its current transfer).
   bool has_holder(const Member& req, Version v, int shard) const;
   bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica

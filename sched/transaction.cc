@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "sched/core.h"
 
@@ -105,12 +106,17 @@ bool Core::grounded(MemberId id, MemberId requester) const {
 // h serves v now or will without anyone's help: a complete holder or host copy, a partial
 // whose chain is grounded, a member offloading v (it serves the host copy after
 // OffloadDone), or, without pipelining, a grounded receiver (it holds v when done).
+Core::Serves Core::will_serve_unwalked(const Member& h, Version v, MemberId requester) const {
+  if (h.id == requester) return Serves::kNo;
+  if (serves_offload(h, v)) return Serves::kYes;
+  if (h.version != v) return Serves::kNo;
+  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return Serves::kYes;
+  return h.buf == Buf::kReceiving ? Serves::kIfGrounded : Serves::kNo;
+}
+
 bool Core::will_serve(const Member& h, Version v, MemberId requester) const {
-  if (h.id == requester) return false;
-  if (serves_offload(h, v)) return true;
-  if (h.version != v) return false;
-  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return true;
-  return h.buf == Buf::kReceiving && grounded(h.id, requester);
+  Serves s = will_serve_unwalked(h, v, requester);
+  return s == Serves::kYes || (s == Serves::kIfGrounded && grounded(h.id, requester));
 }
 
 bool Core::has_holder(const Member& req, Version v, int shard) const {
@@ -128,15 +134,48 @@ bool Core::replica_will_serve(const Member& req, Version v) const {
   const Model* md = model_of(req);
   if (!md) return false;
   const Replica& mine = md->replicas.at(req.replica);
+  auto requester = [&](int s) {
+    auto rq = mine.shards.find(s);
+    return rq == mine.shards.end() ? MemberId{0} : rq->second;
+  };
+  auto all_serve_unwalked = [&](const std::string& name, const Replica& r) {
+    if (name == req.replica || r.num_shards != req.num_shards ||
+        static_cast<int>(r.shards.size()) != r.num_shards)
+      return false;
+    for (const auto& [s, id] : r.shards)
+      if (will_serve_unwalked(members_.at(id), v, requester(s)) != Serves::kYes) return false;
+    return true;
+  };
+  // Whether any replica will, so the order does not matter. First the replicas of the
+  // holders of v (the index: usually a complete one comes first), with no chain walk; then
+  // every replica, those that need no walk (grounded()) first, the others only if none will.
+  if (auto hit = md->holders.find(v); hit != md->holders.end())
+    for (MemberId id : hit->second) {
+      const Member& h = members_.at(id);
+      if (h.shard != req.shard || h.num_shards != req.num_shards) continue;
+      if (auto rit = md->replicas.find(h.replica);
+          rit != md->replicas.end() && all_serve_unwalked(rit->first, rit->second))
+        return true;
+    }
+  std::vector<const Replica*> walk;
   for (const auto& [name, r] : md->replicas) {
     if (name == req.replica || r.num_shards != req.num_shards ||
         static_cast<int>(r.shards.size()) != r.num_shards)
       continue;
-    bool all = true;
+    bool no = false, partial = false;
     for (const auto& [s, id] : r.shards) {
-      auto rq = mine.shards.find(s);
-      all = all && will_serve(members_.at(id), v, rq == mine.shards.end() ? 0 : rq->second);
+      Serves sv = will_serve_unwalked(members_.at(id), v, requester(s));
+      no = no || sv == Serves::kNo;
+      partial = partial || sv == Serves::kIfGrounded;
+      if (no) break;
     }
+    if (no) continue;
+    if (!partial) return true;
+    walk.push_back(&r);
+  }
+  for (const Replica* r : walk) {
+    bool all = true;
+    for (const auto& [s, id] : r->shards) all = all && will_serve(members_.at(id), v, requester(s));
     if (all) return true;
   }
   return false;

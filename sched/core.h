@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -201,6 +202,10 @@ class Core {
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
+  bool grounded_walk(MemberId partial, MemberId requester) const;  // uncached
+  // Every change of what grounded() reads (a member's buf, intact or own_lease, a lease, a
+  // member forgotten) calls this: the cached answers are dropped.
+  void chains_changed() { ++chain_gen_; }
   bool will_serve(const Member& h, Version v, MemberId requester) const;
   // will_serve without the chain walk: yes, no, or only if grounded (a partial holder).
   enum class Serves { kNo, kYes, kIfGrounded };
@@ -264,6 +269,11 @@ class Core {
   bool quiet_ = false;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
+  // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).
+  uint64_t chain_gen_ = 0;
+  mutable uint64_t ground_cache_gen_ = 0;
+  mutable std::unordered_map<MemberId, bool> ground_cache_;
+  mutable std::vector<MemberId> ground_path_;
 };
 
 }  // namespace thub::sched::detail

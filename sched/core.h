@@ -100,6 +100,8 @@ struct Model {
   std::map<int, uint64_t> layout;       // shard -> layout hash recorded at first publish
   std::set<Version> published;          // every version ever published (this registry epoch)
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
+  // The same by (version, num_shards, shard): a source choice looks at its shard's only.
+  std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_holders;
   std::multiset<int> retains;           // Open.retain of every open member
 };
 

@@ -37,8 +37,8 @@ const Key kBest{false, 0, false};
 std::optional<std::string> Core::choose_replica(const Member& req, Version v) const {
   const Model* md = model_of(req);
   if (!md) return std::nullopt;
-  auto hit = md->holders.find(v);
-  if (hit == md->holders.end()) return std::nullopt;
+  auto hit = md->shard_holders.find({v, req.num_shards, req.shard});
+  if (hit == md->shard_holders.end()) return std::nullopt;
   const std::string& dc = clients_.at(req.client).datacenter;
   std::optional<std::string> best;
   Key best_key;
@@ -99,8 +99,8 @@ std::optional<std::string> Core::choose_replica(const Member& req, Version v) co
 std::optional<SourcePick> Core::choose_member(const Member& req, Version v) const {
   const Model* md = model_of(req);
   if (!md) return std::nullopt;
-  auto hit = md->holders.find(v);
-  if (hit == md->holders.end()) return std::nullopt;
+  auto hit = md->shard_holders.find({v, req.num_shards, req.shard});
+  if (hit == md->shard_holders.end()) return std::nullopt;
   const std::string& dc = clients_.at(req.client).datacenter;
   std::optional<SourcePick> best;
   Key best_key;

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,8 @@ struct Model {
   std::map<int, uint64_t> layout;       // shard -> layout hash recorded at first publish
   std::set<Version> published;          // every version ever published (this registry epoch)
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
+  // The same by (version, num_shards, shard): a source choice looks at its shard's only.
+  std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_holders;
   std::multiset<int> retains;           // Open.retain of every open member
 };
 
@@ -187,6 +190,8 @@ class Core {
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).
   std::optional<SourcePick> pick_in(const Member& source, Version v, MemberId requester) const;
+  // What pick_in needs besides a grounded chain (cheap: no chain is walked).
+  bool may_pick(const Member& source, Version v, MemberId requester) const;
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
 
@@ -199,7 +204,14 @@ class Core {
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
+  bool grounded_walk(MemberId partial, MemberId requester) const;  // uncached
+  // Every change of what grounded() reads (a member's buf, intact or own_lease, a lease, a
+  // member forgotten) calls this: the cached answers are dropped.
+  void chains_changed() { ++chain_gen_; }
   bool will_serve(const Member& h, Version v, MemberId requester) const;
+  // will_serve without the chain walk: yes, no, or only if grounded (a partial holder).
+  enum class Serves { kNo, kYes, kIfGrounded };
+  Serves will_serve_unwalked(const Member& h, Version v, MemberId requester) const;
   // One that may serve req (not one that req reported during its current transfer).
   bool has_holder(const Member& req, Version v, int shard) const;
   bool replica_will_serve(const Member& req, Version v) const;     // every shard of one replica
@@ -259,6 +271,11 @@ class Core {
   bool quiet_ = false;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
+  // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).
+  uint64_t chain_gen_ = 0;
+  mutable uint64_t ground_cache_gen_ = 0;
+  mutable std::unordered_map<MemberId, bool> ground_cache_;
+  mutable std::vector<MemberId> ground_path_;
 };
 
 }  // namespace thub::sched::detail

@@ -100,6 +100,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
     l.orphan_until = now_ + cfg_.heartbeat_timeout;
     orphans_.insert({l.orphan_until, l.id});
     m.own_lease = 0;
+    chains_changed();
   }
   cancel_own_lease(m);
   // Leases where it is the source stay counted until their readers report SourceFailed;
@@ -125,6 +126,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
+  chains_changed();
   maybe_erase_model(model);
   if (models_.count(model)) sweep_retention(model);
 }
@@ -164,6 +166,7 @@ void Core::on(const Open& e) {
   clients_.at(e.client).members.insert(m.id);
   MemberId id = m.id;
   members_.emplace(id, std::move(m));
+  chains_changed();
   Reply rep = make_reply(e.client, e.req);
   rep.member = id;
   reply(std::move(rep));
@@ -192,6 +195,7 @@ void Core::on(const Publish& e) {
                          m->model + "'s");
   unindex(*m);
   m->buf = Buf::kHolding;
+  chains_changed();
   m->version = e.version;
   m->descriptor = e.descriptor;
   index(*m);
@@ -225,6 +229,7 @@ void Core::on(const Unpublish& e) {
   m->unpublish_req = e.req;
   if (m->buf == Buf::kOffloading) return;  // the update's offload goes on; acked after the drain
   m->intact = m->intact || m->buf == Buf::kHolding;
+  chains_changed();
   if (m->buf == Buf::kHolding && needs_offload(*m)) {
     unindex(*m);
     m->buf = Buf::kOffloading;

@@ -26,6 +26,10 @@ void Core::unindex(const Member& m) {
     if (it == md->holders.end()) return;
     it->second.erase(m.id);
     if (it->second.empty()) md->holders.erase(it);
+    auto sit = md->shard_holders.find({v, m.num_shards, m.shard});
+    if (sit == md->shard_holders.end()) return;
+    sit->second.erase(m.id);
+    if (sit->second.empty()) md->shard_holders.erase(sit);
   };
   if (m.buf != Buf::kEmpty) drop(m.version);
   for (const auto& [v, c] : m.offloaded) drop(v);
@@ -34,9 +38,13 @@ void Core::unindex(const Member& m) {
 void Core::index(const Member& m) {
   Model* md = model_of(m);
   if (!md || m.leaving) return;
-  if (serves_live(m, m.version)) md->holders[m.version].insert(m.id);
+  auto add = [&](Version v) {
+    md->holders[v].insert(m.id);
+    md->shard_holders[{v, m.num_shards, m.shard}].insert(m.id);
+  };
+  if (serves_live(m, m.version)) add(m.version);
   for (const auto& [v, c] : m.offloaded)
-    if (!c.dropping) md->holders[v].insert(m.id);
+    if (!c.dropping) add(v);
 }
 
 void Core::reserve(Transaction& t, int shard, MemberId source) {

@@ -179,6 +179,14 @@ std::string Core::check_invariants() const {
     if (l.from_offload && !s.offloaded.count(l.version))
       err << "lease " << id << " reads a freed host copy of member " << l.source << "\n";
   }
+  for (const auto& [name, md] : models_) {
+    std::map<std::tuple<Version, int, int>, std::set<MemberId>> by_shard;
+    for (const auto& [v, ids] : md.holders)
+      for (MemberId id : ids)
+        if (auto it = members_.find(id); it != members_.end())
+          by_shard[{v, it->second.num_shards, it->second.shard}].insert(id);
+    if (by_shard != md.shard_holders) err << "model " << name << ": shard_holders differs from holders\n";
+  }
   for (const auto& [id, m] : members_) {
     if (load(id) > cfg_.max_readers_per_source)
       err << "member " << id << " has load " << load(id) << " > max\n";

@@ -38,6 +38,7 @@ bool Core::needs_offload(const Member& m) const {
 void Core::begin_drain(Member& m) {
   unindex(m);
   m.buf = Buf::kDraining;
+  chains_changed();
   index(m);
   check_drain(m);
 }
@@ -49,12 +50,14 @@ void Core::check_drain(Member& m) {
     // the other holder may have crashed, or a member with a larger `retain` may have opened.
     unindex(m);
     m.buf = Buf::kOffloading;
+    chains_changed();
     index(m);
     out_.emplace_back(Offload{m.client, m.id, m.version});
   } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
     clear_reports(m.id, false, m.version);  // the next fill starts unreported
     unindex(m);
     m.buf = Buf::kEmpty;
+    chains_changed();
     m.version = -1;
     m.intact = false;
     m.offload_failed = false;
@@ -111,6 +114,8 @@ void Core::on(const OffloadDone& e) {
     unindex(*m);
     m->offload_failed = true;
     m->buf = Buf::kDraining;
+  chains_changed();
+    chains_changed();
     index(*m);
     reply(make_reply(e.client, e.req));
     check_drain(*m);
@@ -120,6 +125,7 @@ void Core::on(const OffloadDone& e) {
   suspects_.erase({m->id, true, e.version});  // a new copy starts unreported
   m->offloaded[e.version] = OffloadCopy{e.descriptor, false, {}};
   m->buf = Buf::kDraining;
+  chains_changed();
   index(*m);
   reply(make_reply(e.client, e.req));
   check_drain(*m);

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "sched/core.h"
 
@@ -85,7 +86,54 @@ void Core::on(const Cancel& e) {
 // A holder that is draining or offloading an intact holding still ends a chain: its readers
 // finish before its buffers are freed. One whose data was found broken, or a partial that
 // gave up, does not.
+//
+// Cached: a walk's answer is the same from every member it passes (the walk from there
+// follows the same path to the same end), so each is remembered until chains_changed(). A
+// requester that nobody reads is on no chain (a chain goes from reader to source), so it is
+// asked as requester 0, the cached question.
 bool Core::grounded(MemberId id, MemberId requester) const {
+  if (requester != 0 && id != requester) {
+    auto rd = leases_by_source_.find(requester);
+    if (rd == leases_by_source_.end() || rd->second.empty()) requester = 0;
+  }
+  if (requester != 0) return grounded_walk(id, requester);
+  if (ground_cache_gen_ != chain_gen_) {
+    ground_cache_.clear();
+    ground_cache_gen_ = chain_gen_;
+  }
+  ground_path_.clear();
+  bool result = false;
+  for (size_t hops = 0; hops <= members_.size(); ++hops) {
+    if (auto c = ground_cache_.find(id); c != ground_cache_.end()) {
+      result = c->second;
+      break;
+    }
+    auto it = members_.find(id);
+    if (it == members_.end()) break;
+    ground_path_.push_back(id);
+    const Member& h = it->second;
+    if (h.buf == Buf::kHolding) {
+      result = true;
+      break;
+    }
+    if ((h.buf == Buf::kDraining || h.buf == Buf::kOffloading) && h.intact) {
+      result = true;
+      break;
+    }
+    if (h.buf != Buf::kReceiving) break;
+    auto lit = leases_.find(h.own_lease);
+    if (lit == leases_.end()) break;
+    if (lit->second.from_offload) {
+      result = members_.count(lit->second.source) > 0;
+      break;
+    }
+    id = lit->second.source;
+  }
+  for (MemberId m : ground_path_) ground_cache_[m] = result;
+  return result;
+}
+
+bool Core::grounded_walk(MemberId id, MemberId requester) const {
   for (size_t hops = 0; hops <= members_.size(); ++hops) {
     if (id == requester) return false;
     auto it = members_.find(id);
@@ -105,12 +153,17 @@ bool Core::grounded(MemberId id, MemberId requester) const {
 // h serves v now or will without anyone's help: a complete holder or host copy, a partial
 // whose chain is grounded, a member offloading v (it serves the host copy after
 // OffloadDone), or, without pipelining, a grounded receiver (it holds v when done).
+Core::Serves Core::will_serve_unwalked(const Member& h, Version v, MemberId requester) const {
+  if (h.id == requester) return Serves::kNo;
+  if (serves_offload(h, v)) return Serves::kYes;
+  if (h.version != v) return Serves::kNo;
+  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return Serves::kYes;
+  return h.buf == Buf::kReceiving ? Serves::kIfGrounded : Serves::kNo;
+}
+
 bool Core::will_serve(const Member& h, Version v, MemberId requester) const {
-  if (h.id == requester) return false;
-  if (serves_offload(h, v)) return true;
-  if (h.version != v) return false;
-  if (h.buf == Buf::kHolding || h.buf == Buf::kOffloading) return true;
-  return h.buf == Buf::kReceiving && grounded(h.id, requester);
+  Serves s = will_serve_unwalked(h, v, requester);
+  return s == Serves::kYes || (s == Serves::kIfGrounded && grounded(h.id, requester));
 }
 
 bool Core::has_holder(const Member& req, Version v, int shard) const {
@@ -128,15 +181,48 @@ bool Core::replica_will_serve(const Member& req, Version v) const {
   const Model* md = model_of(req);
   if (!md) return false;
   const Replica& mine = md->replicas.at(req.replica);
+  auto requester = [&](int s) {
+    auto rq = mine.shards.find(s);
+    return rq == mine.shards.end() ? MemberId{0} : rq->second;
+  };
+  auto all_serve_unwalked = [&](const std::string& name, const Replica& r) {
+    if (name == req.replica || r.num_shards != req.num_shards ||
+        static_cast<int>(r.shards.size()) != r.num_shards)
+      return false;
+    for (const auto& [s, id] : r.shards)
+      if (will_serve_unwalked(members_.at(id), v, requester(s)) != Serves::kYes) return false;
+    return true;
+  };
+  // Whether any replica will, so the order does not matter. First the replicas of the
+  // holders of v (the index: usually a complete one comes first), with no chain walk; then
+  // every replica, those that need no walk (grounded()) first, the others only if none will.
+  if (auto hit = md->holders.find(v); hit != md->holders.end())
+    for (MemberId id : hit->second) {
+      const Member& h = members_.at(id);
+      if (h.shard != req.shard || h.num_shards != req.num_shards) continue;
+      if (auto rit = md->replicas.find(h.replica);
+          rit != md->replicas.end() && all_serve_unwalked(rit->first, rit->second))
+        return true;
+    }
+  std::vector<const Replica*> walk;
   for (const auto& [name, r] : md->replicas) {
     if (name == req.replica || r.num_shards != req.num_shards ||
         static_cast<int>(r.shards.size()) != r.num_shards)
       continue;
-    bool all = true;
+    bool no = false, partial = false;
     for (const auto& [s, id] : r.shards) {
-      auto rq = mine.shards.find(s);
-      all = all && will_serve(members_.at(id), v, rq == mine.shards.end() ? 0 : rq->second);
+      Serves sv = will_serve_unwalked(members_.at(id), v, requester(s));
+      no = no || sv == Serves::kNo;
+      partial = partial || sv == Serves::kIfGrounded;
+      if (no) break;
     }
+    if (no) continue;
+    if (!partial) return true;
+    walk.push_back(&r);
+  }
+  for (const Replica* r : walk) {
+    bool all = true;
+    for (const auto& [s, id] : r->shards) all = all && will_serve(members_.at(id), v, requester(s));
     if (all) return true;
   }
   return false;
@@ -266,6 +352,12 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.version = v;
   l.from_offload = pick.from_offload;
   l.granted_at = now_;
+  // m is on a cached chain only as its start, unless somebody reads m (a regrant of a
+  // partial holder): then every cached answer may change.
+  if (auto rd = leases_by_source_.find(m.id); rd != leases_by_source_.end() && !rd->second.empty())
+    chains_changed();
+  else
+    ground_cache_.erase(m.id);
   leases_[l.id] = l;
   leases_by_source_[src.id].insert(l.id);
   unindex(m);
@@ -298,6 +390,7 @@ void Core::end_lease(LeaseId id) {
   }
   if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id)
     rit->second.own_lease = 0;
+  chains_changed();
   if (auto sit = members_.find(l.source); sit != members_.end()) check_drain(sit->second);
 }
 
@@ -342,6 +435,7 @@ void Core::on(const TransferDone& e) {
                      "a reader reported this member failed meanwhile: unpublish, then replicate again");
   unindex(*m);
   m->buf = Buf::kHolding;
+  chains_changed();
   m->version = v;
   index(*m);
   Reply r = make_reply(e.client, e.req);
@@ -413,6 +507,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   if (it == members_.end()) return;
   Member& s = it->second;
   unindex(s);
+  chains_changed();  // s.intact, s.buf
   if (from_offload) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
   } else if ((s.buf == Buf::kDraining || s.buf == Buf::kOffloading) && s.version == v) {

@@ -49,9 +49,11 @@ void Core::begin_update(const Replicate& e, Member& m) {
   const Version held = m.version;  // before the drain: an unread member is emptied at once
   m.descriptor = e.descriptor;
   m.intact = true;
+  chains_changed();
   if (needs_offload(m)) {
     unindex(m);
     m.buf = Buf::kOffloading;
+    chains_changed();
     index(m);
     out_.emplace_back(Offload{m.client, m.id, m.version});
   } else {
@@ -92,6 +94,7 @@ void Core::fail_replicate(const Pending& p, Member& m, Status s, std::string det
   if (p.in_place && p.restorable && m.buf == Buf::kEmpty) {
     unindex(m);
     m.buf = Buf::kHolding;
+    chains_changed();
     m.version = p.held;
     index(m);
     detail += "; still holding version " + std::to_string(p.held);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Reads ThreadSanitizer logs (TSAN_OPTIONS=log_path=...) and fails on any report but one kind.
 
-The one kind let through: a data race whose one side is a read that UCX's protocol library
-makes itself (the first frame below ThreadSanitizer's memcpy interceptor is in libucp.so).
+The one kind let through: a data race whose one side is a read that serves a peer's get:
+UCX's protocol library copying the bytes (the first frame below ThreadSanitizer's memcpy
+interceptor is in libucp.so), or the transport's own socket reads sending them
+(`ReadServer::write_replies` right below the sendmsg interceptor; src/transport/socket_reads.h).
 That is UCX 1.13 answering a peer's get of memory we mapped for remote reads: over shared
 memory and TCP it emulates the get with active messages, and the source's progress thread
 copies the bytes out. Peers read that memory (the progress counter, the integrity region,
@@ -47,7 +49,7 @@ def access_stacks(rep):
             i += 1
             while i < len(rep) and rep[i].strip().startswith("#"):
                 m = FRAME.match(rep[i])
-                mods.append(m.group("module").rsplit("/", 1)[-1] if m else "")
+                mods.append((m.group("module").rsplit("/", 1)[-1] if m else "", rep[i]))
                 i += 1
             out.append((header, mods))
         else:
@@ -58,11 +60,13 @@ def access_stacks(rep):
 def ucx_serves_a_get(rep):
     if "data race" not in rep[0]:
         return False
-    for header, mods in access_stacks(rep):
+    for header, frames in access_stacks(rep):
         if "read" not in header.lower() or "atomic" in header.lower():
             continue
-        first = next((m for m in mods if not m.startswith("libtsan")), "")
-        if first.startswith("libucp.so"):
+        module, text = next(((m, t) for m, t in frames if not m.startswith("libtsan")), ("", ""))
+        if module.startswith("libucp.so"):
+            return True
+        if module.startswith("libtensorhub.so") and "thub::transport::ReadServer::write_replies(" in text:
             return True
     return False
 

@@ -34,6 +34,8 @@ struct OffloadCopy {          // a retained version served from host memory
   std::set<ClientId> reports; // reader clients that reported it failed (not yet confirmed)
 };
 
+struct Replica;
+
 struct Member {
   MemberId id = 0;
   ClientId client = 0;
@@ -58,6 +60,9 @@ struct Member {
   Time reported_at = 0;
   std::map<Version, OffloadCopy> offloaded;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
+  // Its replica (models_[model].replicas[replica]): set by Open; a replica (and its model)
+  // is erased only once it has no member, so this stays valid while the member exists.
+  Replica* rep = nullptr;
   // Failure judgment (transaction.cc). As a source: the reader clients that reported the
   // current fill of its buffers failed, until confirmed, a reader completes a read of it, or
   // the buffers are emptied. As a reader: the sources it reported during its current
@@ -93,6 +98,10 @@ struct Replica {
   std::optional<Transaction> txn;
   std::set<int> refused;                // shards refused (buffers busy) while no transaction
                                         // was open: the next one does not wait for them
+  // wake(): whether the replica holds nothing and has no transaction, remembered while
+  // Core::wake_gen_ equals model_only_gen (no try has run since it was computed).
+  mutable uint64_t model_only_gen = 0;
+  mutable bool model_only = false;
 };
 
 struct Model {
@@ -229,7 +238,7 @@ class Core {
   bool silent(ClientId c) const;
   Time failure_silence() const;
   void mark_failed(MemberId source, bool from_offload, Version v);
-  bool waits_for_model_only(const Pending& p) const;
+  bool waits_for_model_only(const Pending& p, const Member& m) const;
   void wake();
 
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
@@ -269,6 +278,9 @@ class Core {
   // The step changed nothing a deferred request waits for (a heartbeat, a tick, a request
   // that was itself deferred): wake() would answer none, so it is not run (step()).
   bool quiet_ = false;
+  // Bumped by wake() before each try of a deferred request: Replica::model_only is valid
+  // only within one stretch of skipped requests, where nothing changes (transaction.cc).
+  uint64_t wake_gen_ = 0;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
   // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).

@@ -163,6 +163,7 @@ void Core::on(const Open& e) {
   Replica& r = models_[e.model].replicas[e.replica];
   r.num_shards = e.num_shards;
   r.shards[e.shard] = m.id;
+  m.rep = &r;
   clients_.at(e.client).members.insert(m.id);
   MemberId id = m.id;
   members_.emplace(id, std::move(m));

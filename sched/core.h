@@ -195,6 +195,7 @@ class Core {
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
+  void add_load(MemberId m, int d);  // keeps load_ (model_state.cc)
 
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).
@@ -271,6 +272,7 @@ class Core {
   std::map<LeaseId, Lease> leases_;
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;

@@ -360,6 +360,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
     ground_cache_.erase(m.id);
   leases_[l.id] = l;
   leases_by_source_[src.id].insert(l.id);
+  add_load(src.id, 1);  // a new lease is no orphan
   unindex(m);
   m.buf = Buf::kReceiving;
   m.version = v;
@@ -388,6 +389,7 @@ void Core::end_lease(LeaseId id) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);
   }
+  if (!l.orphan_until) add_load(l.source, -1);
   if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id)
     rit->second.own_lease = 0;
   chains_changed();

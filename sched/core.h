@@ -132,6 +132,10 @@ struct Pending {
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
+  // wake(): the member, found while Core::member_erasures_ equalled member_gen (no member was
+  // erased since, so the map node is still there).
+  const Member* member_ptr = nullptr;
+  uint64_t member_gen = 0;
 };
 
 // One candidate source (a member and which of its copies to read).
@@ -283,6 +287,7 @@ class Core {
   // Bumped by wake() before each try of a deferred request: Replica::model_only is valid
   // only within one stretch of skipped requests, where nothing changes (transaction.cc).
   uint64_t wake_gen_ = 0;
+  uint64_t member_erasures_ = 1;  // bumped when a member is erased (Pending::member_ptr)
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
   // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).

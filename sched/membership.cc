@@ -127,6 +127,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
+  ++member_erasures_;
   chains_changed();
   maybe_erase_model(model);
   if (models_.count(model)) sweep_retention(model);

@@ -604,15 +604,19 @@ void Core::wake() {
   while (progress && !pending_.empty()) {
     progress = false;
     for (size_t i = 0; i < pending_.size();) {
-      const Pending& q = pending_[i];
-      auto mit = members_.find(q.member);
-      if (mit == members_.end()) {
-        pending_.erase(pending_.begin() + static_cast<long>(i));
-        continue;
+      Pending& q = pending_[i];
+      if (q.member_gen != member_erasures_) {
+        auto mit = members_.find(q.member);
+        if (mit == members_.end()) {
+          pending_.erase(pending_.begin() + static_cast<long>(i));
+          continue;
+        }
+        q.member_ptr = &mit->second;
+        q.member_gen = member_erasures_;
       }
       std::optional<Key> key;
-      if (waits_for_model_only(q, mit->second)) {
-        const Member& m = mit->second;
+      if (waits_for_model_only(q, *q.member_ptr)) {
+        const Member& m = *q.member_ptr;
         key = Key{m.model, m.num_shards, q.spec, q.newer_than};
         if (auto w = waiting.find(*key); w != waiting.end() && w->second == answered) {
           ++i;  // nothing changed since an identical request had to wait

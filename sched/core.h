@@ -102,6 +102,10 @@ struct Replica {
   // Core::wake_gen_ equals model_only_gen (no try has run since it was computed).
   mutable uint64_t model_only_gen = 0;
   mutable bool model_only = false;
+  // waits_for_model_only: the members of `shards`, found while Core::member_changes_ equalled
+  // shard_ptrs_gen (no member was opened or erased since).
+  mutable std::vector<const Member*> shard_ptrs;
+  mutable uint64_t shard_ptrs_gen = 0;
 };
 
 struct Model {
@@ -132,7 +136,7 @@ struct Pending {
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
-  // wake(): the member, found while Core::member_erasures_ equalled member_gen (no member was
+  // wake(): the member, found while Core::member_changes_ equalled member_gen (no member was
   // erased since, so the map node is still there).
   const Member* member_ptr = nullptr;
   uint64_t member_gen = 0;
@@ -287,7 +291,8 @@ class Core {
   // Bumped by wake() before each try of a deferred request: Replica::model_only is valid
   // only within one stretch of skipped requests, where nothing changes (transaction.cc).
   uint64_t wake_gen_ = 0;
-  uint64_t member_erasures_ = 1;  // bumped when a member is erased (Pending::member_ptr)
+  // Bumped when a member is opened or erased (Pending::member_ptr, Replica::shard_ptrs).
+  uint64_t member_changes_ = 1;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
   // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).

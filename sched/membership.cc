@@ -127,7 +127,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
-  ++member_erasures_;
+  ++member_changes_;
   chains_changed();
   maybe_erase_model(model);
   if (models_.count(model)) sweep_retention(model);
@@ -169,6 +169,7 @@ void Core::on(const Open& e) {
   clients_.at(e.client).members.insert(m.id);
   MemberId id = m.id;
   members_.emplace(id, std::move(m));
+  ++member_changes_;
   chains_changed();
   Reply rep = make_reply(e.client, e.req);
   rep.member = id;

@@ -582,9 +582,14 @@ bool Core::waits_for_model_only(const Pending& p, const Member& m) const {
   const Replica& r = *m.rep;
   if (r.model_only_gen == wake_gen_) return r.model_only;
   bool only = !r.txn;
+  if (only && r.shard_ptrs_gen != member_changes_) {
+    r.shard_ptrs.clear();
+    for (const auto& [s, id] : r.shards) r.shard_ptrs.push_back(&members_.at(id));
+    r.shard_ptrs_gen = member_changes_;
+  }
   if (only)
-    for (const auto& [s, id] : r.shards) {
-      const Member& x = members_.at(id);
+    for (const Member* xp : r.shard_ptrs) {
+      const Member& x = *xp;
       if (x.buf != Buf::kEmpty || !x.offloaded.empty()) {
         only = false;
         break;
@@ -605,14 +610,14 @@ void Core::wake() {
     progress = false;
     for (size_t i = 0; i < pending_.size();) {
       Pending& q = pending_[i];
-      if (q.member_gen != member_erasures_) {
+      if (q.member_gen != member_changes_) {
         auto mit = members_.find(q.member);
         if (mit == members_.end()) {
           pending_.erase(pending_.begin() + static_cast<long>(i));
           continue;
         }
         q.member_ptr = &mit->second;
-        q.member_gen = member_erasures_;
+        q.member_gen = member_changes_;
       }
       std::optional<Key> key;
       if (waits_for_model_only(q, *q.member_ptr)) {

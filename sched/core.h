@@ -34,6 +34,8 @@ struct OffloadCopy {          // a retained version served from host memory
   std::set<ClientId> reports; // reader clients that reported it failed (not yet confirmed)
 };
 
+struct Replica;
+
 struct Member {
   MemberId id = 0;
   ClientId client = 0;
@@ -58,6 +60,9 @@ struct Member {
   Time reported_at = 0;
   std::map<Version, OffloadCopy> offloaded;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
+  // Its replica (models_[model].replicas[replica]): set by Open; a replica (and its model)
+  // is erased only once it has no member, so this stays valid while the member exists.
+  Replica* rep = nullptr;
   // Failure judgment (transaction.cc). As a source: the reader clients that reported the
   // current fill of its buffers failed, until confirmed, a reader completes a read of it, or
   // the buffers are emptied. As a reader: the sources it reported during its current
@@ -93,6 +98,14 @@ struct Replica {
   std::optional<Transaction> txn;
   std::set<int> refused;                // shards refused (buffers busy) while no transaction
                                         // was open: the next one does not wait for them
+  // wake(): whether the replica holds nothing and has no transaction, remembered while
+  // Core::wake_gen_ equals model_only_gen (no try has run since it was computed).
+  mutable uint64_t model_only_gen = 0;
+  mutable bool model_only = false;
+  // waits_for_model_only: the members of `shards`, found while Core::member_changes_ equalled
+  // shard_ptrs_gen (no member was opened or erased since).
+  mutable std::vector<const Member*> shard_ptrs;
+  mutable uint64_t shard_ptrs_gen = 0;
 };
 
 struct Model {
@@ -123,6 +136,10 @@ struct Pending {
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
+  // wake(): the member, found while Core::member_changes_ equalled member_gen (no member was
+  // erased since, so the map node is still there).
+  const Member* member_ptr = nullptr;
+  uint64_t member_gen = 0;
 };
 
 // One candidate source (a member and which of its copies to read).
@@ -186,6 +203,7 @@ class Core {
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
+  void add_load(MemberId m, int d);  // keeps load_ (model_state.cc)
 
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).
@@ -229,7 +247,7 @@ class Core {
   bool silent(ClientId c) const;
   Time failure_silence() const;
   void mark_failed(MemberId source, bool from_offload, Version v);
-  bool waits_for_model_only(const Pending& p) const;
+  bool waits_for_model_only(const Pending& p, const Member& m) const;
   void wake();
 
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
@@ -262,6 +280,7 @@ class Core {
   std::map<LeaseId, Lease> leases_;
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;
@@ -269,6 +288,11 @@ class Core {
   // The step changed nothing a deferred request waits for (a heartbeat, a tick, a request
   // that was itself deferred): wake() would answer none, so it is not run (step()).
   bool quiet_ = false;
+  // Bumped by wake() before each try of a deferred request: Replica::model_only is valid
+  // only within one stretch of skipped requests, where nothing changes (transaction.cc).
+  uint64_t wake_gen_ = 0;
+  // Bumped when a member is opened or erased (Pending::member_ptr, Replica::shard_ptrs).
+  uint64_t member_changes_ = 1;
   MemberId next_member_ = 1;
   LeaseId next_lease_ = 1;
   // grounded(m, 0) for members walked since the last chains_changed() (transaction.cc).

@@ -97,6 +97,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {
     // It may still be reading: the source stays loaded and undrained until the grace ends.
     Lease& l = leases_.at(m.own_lease);
+    if (!l.orphan_until) add_load(l.source, -1);  // an orphan holds no reader slot (load())
     l.orphan_until = now_ + cfg_.heartbeat_timeout;
     orphans_.insert({l.orphan_until, l.id});
     m.own_lease = 0;
@@ -126,6 +127,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
+  ++member_changes_;
   chains_changed();
   maybe_erase_model(model);
   if (models_.count(model)) sweep_retention(model);
@@ -163,9 +165,11 @@ void Core::on(const Open& e) {
   Replica& r = models_[e.model].replicas[e.replica];
   r.num_shards = e.num_shards;
   r.shards[e.shard] = m.id;
+  m.rep = &r;
   clients_.at(e.client).members.insert(m.id);
   MemberId id = m.id;
   members_.emplace(id, std::move(m));
+  ++member_changes_;
   chains_changed();
   Reply rep = make_reply(e.client, e.req);
   rep.member = id;

@@ -49,13 +49,19 @@ void Core::index(const Member& m) {
 
 void Core::reserve(Transaction& t, int shard, MemberId source) {
   t.reserved[shard] = source;
-  if (source) ++reserved_[source];
+  if (source) {
+    ++reserved_[source];
+    add_load(source, 1);
+  }
 }
 
 void Core::unreserve(Transaction& t, int shard) {
   auto it = t.reserved.find(shard);
   if (it == t.reserved.end()) return;
-  if (it->second && --reserved_[it->second] == 0) reserved_.erase(it->second);
+  if (it->second) {
+    add_load(it->second, -1);
+    if (--reserved_[it->second] == 0) reserved_.erase(it->second);
+  }
   t.reserved.erase(it);
 }
 
@@ -129,15 +135,20 @@ int Core::live_leases(MemberId id) const {
 }
 
 int Core::load(MemberId id) const {
-  int n = 0;
   // An orphan (its reader's client was dropped for silence) still holds off the source's
   // drain, but no longer a reader slot: a stopped or cut-off reader moves no bytes, and the
   // readers it would keep waiting are usually the ones replacing it.
-  if (auto it = leases_by_source_.find(id); it != leases_by_source_.end())
-    for (LeaseId l : it->second)
-      if (!leases_.at(l).orphan_until) ++n;
-  if (auto it = reserved_.find(id); it != reserved_.end()) n += it->second;
-  return n;
+  // load_ counts, per source, its leases that are not orphans and its reserved slots: kept
+  // where leases start, end and turn orphan, and where slots are reserved, so that the source
+  // choice, which asks for every holder, does one lookup instead of walking its leases.
+  auto it = load_.find(id);
+  return it == load_.end() ? 0 : it->second;
+}
+
+void Core::add_load(MemberId id, int d) {
+  auto it = load_.try_emplace(id, 0).first;
+  it->second += d;
+  if (it->second == 0) load_.erase(it);
 }
 
 }  // namespace thub::sched::detail

@@ -43,11 +43,12 @@ std::optional<std::string> Core::choose_replica(const Member& req, Version v) co
   std::optional<std::string> best;
   Key best_key;
   for (MemberId id : hit->second) {
+    // A busy holder is refused by pick_in whoever asks: skipped before its member is even
+    // looked up (the checks below only skip too, so their order decides nothing).
+    if (load(id) >= cfg_.max_readers_per_source) continue;
     const Member& cand = members_.at(id);
     if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
-    // cand is its replica's shard req.shard (a holder is open; one member per shard): if it
-    // is busy, pick_in refuses the replica in that shard whoever asks (before any lookup).
-    if (load(id) >= cfg_.max_readers_per_source) continue;
+    // cand is its replica's shard req.shard (a holder is open; one member per shard).
     if (cand.replica == req.replica) continue;
     const Replica& r = md->replicas.at(cand.replica);
     if (static_cast<int>(r.shards.size()) != req.num_shards) continue;

@@ -360,6 +360,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
     ground_cache_.erase(m.id);
   leases_[l.id] = l;
   leases_by_source_[src.id].insert(l.id);
+  add_load(src.id, 1);  // a new lease is no orphan
   unindex(m);
   m.buf = Buf::kReceiving;
   m.version = v;
@@ -388,6 +389,7 @@ void Core::end_lease(LeaseId id) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);
   }
+  if (!l.orphan_until) add_load(l.source, -1);
   if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id)
     rit->second.own_lease = 0;
   chains_changed();
@@ -569,16 +571,33 @@ void Core::on(const SourceFailed& e) {
 // holder) is not run again for each: with N replicas' shards asking in interleaved order,
 // that made every event cost O(N) per deferred request, O(N^3) per version
 // (docs/scale.md).
-bool Core::waits_for_model_only(const Pending& p) const {
+//
+// The answer is remembered in the replica (Replica::model_only) while wake_gen_ is unchanged:
+// wake() bumps it before every try, and between two tries it only skips requests or drops
+// those of forgotten members, which changes nothing read here. So a stretch of skipped
+// requests costs one walk of each replica's shards, not one per request, and no string-keyed
+// lookup (Member::rep).
+bool Core::waits_for_model_only(const Pending& p, const Member& m) const {
   if (p.kind != Pending::Kind::kReplicate || p.in_place) return false;
-  const Member& m = members_.at(p.member);
-  const Replica& r = models_.at(m.model).replicas.at(m.replica);
-  if (r.txn) return false;
-  for (const auto& [s, id] : r.shards) {
-    const Member& x = members_.at(id);
-    if (x.buf != Buf::kEmpty || !x.offloaded.empty()) return false;
+  const Replica& r = *m.rep;
+  if (r.model_only_gen == wake_gen_) return r.model_only;
+  bool only = !r.txn;
+  if (only && r.shard_ptrs_gen != member_changes_) {
+    r.shard_ptrs.clear();
+    for (const auto& [s, id] : r.shards) r.shard_ptrs.push_back(&members_.at(id));
+    r.shard_ptrs_gen = member_changes_;
   }
-  return true;
+  if (only)
+    for (const Member* xp : r.shard_ptrs) {
+      const Member& x = *xp;
+      if (x.buf != Buf::kEmpty || !x.offloaded.empty()) {
+        only = false;
+        break;
+      }
+    }
+  r.model_only_gen = wake_gen_;
+  r.model_only = only;
+  return only;
 }
 
 void Core::wake() {
@@ -586,24 +605,33 @@ void Core::wake() {
   std::map<Key, uint64_t> waiting;  // key -> `answered` when one request of that key waited
   uint64_t answered = 0;
   bool progress = true;
+  ++wake_gen_;  // the state changed since the last wake()
   while (progress && !pending_.empty()) {
     progress = false;
     for (size_t i = 0; i < pending_.size();) {
-      Pending p = pending_[i];
-      if (!members_.count(p.member)) {
-        pending_.erase(pending_.begin() + static_cast<long>(i));
-        continue;
+      Pending& q = pending_[i];
+      if (q.member_gen != member_changes_) {
+        auto mit = members_.find(q.member);
+        if (mit == members_.end()) {
+          pending_.erase(pending_.begin() + static_cast<long>(i));
+          continue;
+        }
+        q.member_ptr = &mit->second;
+        q.member_gen = member_changes_;
       }
       std::optional<Key> key;
-      if (waits_for_model_only(p)) {
-        const Member& m = members_.at(p.member);
-        key = Key{m.model, m.num_shards, p.spec, p.newer_than};
+      if (waits_for_model_only(q, *q.member_ptr)) {
+        const Member& m = *q.member_ptr;
+        key = Key{m.model, m.num_shards, q.spec, q.newer_than};
         if (auto w = waiting.find(*key); w != waiting.end() && w->second == answered) {
           ++i;  // nothing changed since an identical request had to wait
           continue;
         }
       }
+      Pending p = q;  // try_* may append to pending_
+      ++wake_gen_;    // a try may change what waits_for_model_only read
       bool done = p.kind == Pending::Kind::kRegrant ? try_regrant(p) : try_replicate(p);
+      ++wake_gen_;
       if (done) {
         // try_* may have appended; the answered entry is still at i
         pending_.erase(pending_.begin() + static_cast<long>(i));

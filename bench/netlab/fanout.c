@@ -47,10 +47,11 @@
 
 #include <tensorhub/tensorhub.h>
 
+#include "line_conn.h" /* the control channel: lines over TCP, sizes, the clock */
+
 #define MODEL_NAME "fanout"
 #define MAX_ROLLOUTS 64
 #define MAX_INFO 16
-#define LINE_MAX_LEN 512
 
 struct options {
   int trainer;
@@ -91,31 +92,6 @@ static void die(const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   exit(1);
-}
-
-static int parse_size(const char *s, uint64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return -1;
-  uint64_t mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-  if (*end == 'i') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0') return -1;
-  *out = (uint64_t)v * mul;
-  return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
 }
 
 static void parse_options(int argc, char **argv, struct options *o) {
@@ -246,12 +222,6 @@ static uint64_t check_shard(const struct shard *s, int all) {
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void check_thub(THUB_Context ctx, const char *what, int st) {
   if (st >= 0) return;
   char detail[1024] = "";
@@ -288,59 +258,6 @@ static THUB_Model open_shard(THUB_Context ctx, const char *replica, struct shard
   return m;
 }
 
-/* A line-oriented TCP connection. */
-struct conn {
-  int fd;
-  char buf[LINE_MAX_LEN * 4];
-  size_t len;
-  int eof;
-};
-
-static void send_line(struct conn *c, const char *fmt, ...) {
-  char line[LINE_MAX_LEN];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0 || n >= (int)sizeof line - 1) die("control message too long");
-  line[n++] = '\n';
-  for (int off = 0; off < n;) {
-    ssize_t w = send(c->fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return; /* the peer is gone: its EOF is noticed when reading */
-    off += (int)w;
-  }
-}
-
-/* Takes one complete line out of the buffer (without '\n'); 1 when there was one. */
-static int take_line(struct conn *c, char *out, size_t cap) {
-  char *nl = memchr(c->buf, '\n', c->len);
-  if (!nl) return 0;
-  size_t n = (size_t)(nl - c->buf);
-  snprintf(out, cap, "%.*s", (int)n, c->buf);
-  memmove(c->buf, nl + 1, c->len - n - 1);
-  c->len -= n + 1;
-  return 1;
-}
-
-/* Reads more bytes into the buffer; sets eof on end of file or error. */
-static void fill_conn(struct conn *c) {
-  if (c->len == sizeof c->buf) die("control line too long");
-  ssize_t r = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
-  if (r < 0 && errno == EINTR) return;
-  if (r <= 0) c->eof = 1;
-  else c->len += (size_t)r;
-}
-
-/* Blocking: the next line, or 0 at end of file. */
-static int read_line(struct conn *c, char *out, size_t cap) {
-  while (!take_line(c, out, cap)) {
-    if (c->eof) return 0;
-    fill_conn(c);
-  }
-  return 1;
-}
-
 /* Waits until some connection of `cs` has a line (or ends); returns its index, or -1 when
  * every connection with want[i] set has ended. */
 static int next_line(struct conn *cs, const int *want, int n, char *out, size_t cap) {
@@ -362,42 +279,6 @@ static int next_line(struct conn *cs, const int *want, int n, char *out, size_t 
     if (poll(pfd, (nfds_t)np, -1) < 0 && errno != EINTR) die("poll: %s", strerror(errno));
     for (int k = 0; k < np; k++)
       if (pfd[k].revents) fill_conn(&cs[idx[k]]);
-  }
-}
-
-static int tcp_listen(const char *ip, int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) die("bad IPv4 address '%s'", ip);
-  int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, MAX_ROLLOUTS) != 0)
-    die("cannot listen on %s:%d: %s", ip, port, strerror(errno));
-  return fd;
-}
-
-/* Connects to IP:PORT, retrying for up to 60 s while nobody listens yet (the trainer is
- * started alongside its rollouts). */
-static int tcp_connect(const char *addr) {
-  char ip[64];
-  int port = 0;
-  const char *colon = strrchr(addr, ':');
-  if (!colon || colon - addr >= (long)sizeof ip || parse_int(colon + 1, 1, 65535, &port)) die("bad address '%s'", addr);
-  snprintf(ip, sizeof ip, "%.*s", (int)(colon - addr), addr);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) die("bad IPv4 address '%s'", ip);
-  double deadline = now_s() + 60.0;
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    if (fd < 0) die("socket: %s", strerror(errno));
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      return fd;
-    }
-    int err = errno;
-    close(fd);
-    if ((err != ECONNREFUSED && err != ENETUNREACH && err != EHOSTUNREACH) || now_s() > deadline)
-      die("cannot connect to the trainer at %s: %s", addr, strerror(err));
-    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* the trainer is not listening yet */
   }
 }
 
@@ -516,7 +397,7 @@ static int trainer_main(const struct options *o) {
   fill_shard(&s);
   THUB_Model m = open_shard(ctx, "trainer", &s);
 
-  int lfd = tcp_listen(o->listen_ip, o->control_port);
+  int lfd = tcp_listen(o->listen_ip, o->control_port, MAX_ROLLOUTS);
   static struct conn cs[MAX_ROLLOUTS];
   struct result res[MAX_ROLLOUTS];
   int want[MAX_ROLLOUTS];

@@ -1,8 +1,7 @@
 /* line_conn.h: the control channel of the netlab benchmarks that drive processes in several
  * hosts of the cluster in a box: plain TCP, one text line per message, a poll over many
  * peers. Header-only (static functions) so that each benchmark stays one C file; it holds no
- * TensorHub call and no benchmark logic. thub_elastic uses it; thub_fanout keeps its own copy
- * of the same helpers.
+ * TensorHub call and no benchmark logic. thub_elastic and thub_fanout use it.
  */
 #ifndef THUB_BENCH_NETLAB_LINE_CONN_H
 #define THUB_BENCH_NETLAB_LINE_CONN_H
@@ -119,8 +118,8 @@ static int read_line(struct conn *c, char *out, size_t cap) {
   return 1;
 }
 
-/* Like read_line, but gives up after `timeout_s` (returns -1). */
-static int read_line_within(struct conn *c, char *out, size_t cap, double timeout_s) {
+/* Like read_line, but gives up after `timeout_s` (returns -1). (inline: not every includer uses it.) */
+static inline int read_line_within(struct conn *c, char *out, size_t cap, double timeout_s) {
   double deadline = now_s() + timeout_s;
   while (!take_line(c, out, cap)) {
     if (c->eof) return 0;

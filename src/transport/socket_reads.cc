@@ -81,29 +81,71 @@ std::vector<uint32_t> local_ipv4(const std::string& devices) {
 
 // ---- ReadServer ------------------------------------------------------------------------
 
-ReadServer::ReadServer(std::vector<uint32_t> advertise) : advertise_(std::move(advertise)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw Error(Code::kTransport, errno_text("read server: socket"));
+namespace {
+
+// A listening socket on `ip`:`port` (port 0: any free one), or -1 with errno set.
+int listen_on(uint32_t ip, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t alen = sizeof a;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 256) != 0 ||
-      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &alen) != 0) {
-    std::string e = errno_text("read server: bind/listen");
-    ::close(listen_fd_);
-    throw Error(Code::kTransport, e);
+  a.sin_addr.s_addr = ip;
+  a.sin_port = htons(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 256) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
   }
-  port_ = ntohs(a.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+// One listening socket per advertised address, all on one port (the endpoint has one): a
+// reader can reach the server only where it was told to, never on an interface the user
+// did not name (docs/security.md). The port is the first address's free one; if another
+// process holds it on a later address, the whole set is tried again.
+ReadServer::ReadServer(std::vector<uint32_t> advertise) : advertise_(std::move(advertise)) {
+  if (advertise_.empty()) throw Error(Code::kArg, "read server: no address to listen on");
+  std::string err;
+  for (int attempt = 0; attempt < 16 && listen_fds_.empty(); ++attempt) {
+    uint16_t port = 0;
+    for (uint32_t ip : advertise_) {
+      int fd = listen_on(ip, port);
+      if (fd < 0) {
+        err = errno_text("read server: bind/listen");
+        break;
+      }
+      if (port == 0) {
+        sockaddr_in a{};
+        socklen_t alen = sizeof a;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &alen) != 0) {
+          err = errno_text("read server: getsockname");
+          ::close(fd);
+          break;
+        }
+        port = ntohs(a.sin_port);
+      }
+      listen_fds_.push_back(fd);
+    }
+    if (listen_fds_.size() == advertise_.size()) {
+      port_ = port;
+      return;
+    }
+    for (int fd : listen_fds_) ::close(fd);
+    listen_fds_.clear();
+  }
+  throw Error(Code::kTransport, err);
 }
 
 ReadServer::~ReadServer() {
   for (auto& c : conns_) {
     if (c->fd >= 0) ::close(c->fd);
   }
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (int fd : listen_fds_) ::close(fd);
 }
 
 void ReadServer::serve(uint64_t addr, uint64_t len, uint64_t token) { regions_[token] = {addr, len}; }
@@ -127,7 +169,7 @@ void ReadServer::withdraw(uint64_t token) {
 
 void ReadServer::add_fds(std::vector<pollfd>* fds) {
   fd_base_ = fds->size();
-  fds->push_back({listen_fd_, POLLIN, 0});
+  for (int fd : listen_fds_) fds->push_back({fd, POLLIN, 0});
   for (const auto& c : conns_) {
     short ev = c->out.size() < kMaxQueued ? POLLIN : 0;
     if (!c->out.empty()) ev |= POLLOUT;
@@ -139,10 +181,11 @@ void ReadServer::add_fds(std::vector<pollfd>* fds) {
 int ReadServer::progress(const std::vector<pollfd>& fds) {
   int n = 0;
   if (fd_count_ == 0 || fds.size() < fd_base_ + fd_count_) return 0;
-  const size_t known = fd_count_ - 1;  // connections polled (accept may add more)
+  const size_t listening = listen_fds_.size();
+  const size_t known = fd_count_ - listening;  // connections polled (accept may add more)
   for (size_t i = 0; i < known && i < conns_.size(); ++i) {
     Conn& c = *conns_[i];
-    short re = fds[fd_base_ + 1 + i].revents;
+    short re = fds[fd_base_ + listening + i].revents;
     if (!re || c.fd < 0) continue;
     n++;
     bool alive = true;
@@ -151,18 +194,20 @@ int ReadServer::progress(const std::vector<pollfd>& fds) {
     if (alive && c.out.size() < kMaxQueued && !c.in.empty()) parse_requests(c);  // held back by a full queue
     if (!alive) close_conn(c);
   }
-  if (fds[fd_base_].revents & POLLIN) {
-    accept_all();
-    n++;
+  for (size_t i = 0; i < listening; ++i) {
+    if (fds[fd_base_ + i].revents & POLLIN) {
+      accept_all(listen_fds_[i]);
+      n++;
+    }
   }
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
   fd_count_ = 0;
   return n;
 }
 
-void ReadServer::accept_all() {
+void ReadServer::accept_all(int listen_fd) {
   for (;;) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or out of descriptors: the backlog waits
     set_nodelay(fd);
     auto c = std::make_unique<Conn>();

@@ -33,7 +33,8 @@ std::vector<uint32_t> local_ipv4(const std::string& devices);
 // Serves reads of the regions it was told about to every reader that connects.
 class ReadServer {
  public:
-  // Listens on every address, any free port. Throws Error(kTransport).
+  // Listens on each address of `advertise` (and nowhere else), on one free port. Throws
+  // Error(kTransport) when it cannot, Error(kArg) for an empty list.
   explicit ReadServer(std::vector<uint32_t> advertise);
   ~ReadServer();
   ReadServer(const ReadServer&) = delete;
@@ -66,13 +67,13 @@ class ReadServer {
     std::string in;
     std::deque<Reply> out;
   };
-  void accept_all();
+  void accept_all(int listen_fd);
   bool read_requests(Conn& c);   // false: close it
   void parse_requests(Conn& c);
   bool write_replies(Conn& c);   // false: close it
   void close_conn(Conn& c);
 
-  int listen_fd_ = -1;
+  std::vector<int> listen_fds_;  // one per advertised address
   uint16_t port_ = 0;
   std::vector<uint32_t> advertise_;
   struct Region {

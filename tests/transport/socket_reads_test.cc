@@ -6,7 +6,11 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/status.h"
 #include "src/transport/worker.h"
 
 namespace thub::transport {
@@ -83,6 +88,42 @@ TEST(SocketReadsTest, WithdrawnRegionIsNeverReadAgain) {
   ASSERT_TRUE(drive(server, {&r}, [&] { return done == 2; }));
   EXPECT_TRUE(first);
   EXPECT_FALSE(second);
+}
+
+// The server listens on the addresses it advertises and nowhere else (not INADDR_ANY): a
+// reader reaches it on each of them, and a connect to another local address of the host is
+// refused. Linux answers for all of 127/8 on lo, so 127.0.0.3 is such an address.
+TEST(SocketReadsTest, ServerListensOnlyWhereItAdvertises) {
+  const uint32_t a = inet_addr("127.0.0.1"), b = inet_addr("127.0.0.2"), other = inet_addr("127.0.0.3");
+  ReadServer server({a, b});
+  std::vector<char> mem(4096, 'c');
+  server.serve(reinterpret_cast<uint64_t>(mem.data()), mem.size(), 9);
+  const uint16_t port = server.endpoint().port;
+  ASSERT_NE(port, 0);
+  for (uint32_t ip : {a, b}) {
+    ReadConnection r({port, {ip}});
+    std::vector<char> dst(mem.size(), 0);
+    bool ok = false;
+    int done = 0;
+    r.read(dst.data(), dst.size(), reinterpret_cast<uint64_t>(mem.data()), 9, [&](bool k, const std::string&) {
+      ok = k;
+      ++done;
+    });
+    ASSERT_TRUE(drive(server, {&r}, [&] { return done == 1; }));
+    EXPECT_TRUE(ok) << "not reachable on an advertised address";
+    EXPECT_EQ(dst, mem);
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = other;
+  to.sin_port = htons(port);
+  errno = 0;
+  EXPECT_NE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0) << "reachable on an address never advertised";
+  EXPECT_EQ(errno, ECONNREFUSED);
+  ::close(fd);
+  EXPECT_THROW(ReadServer(std::vector<uint32_t>{}), Error);
 }
 
 // A reader that vanishes with megabytes of replies queued to it (what a SIGKILL does to its

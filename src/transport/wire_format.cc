@@ -68,11 +68,12 @@ DecodedAddress decode_address(const std::string& a) {
   return d;
 }
 
-std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len) {
+std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped) {
   std::string out(kRkeyMagic2, 4);
   put(&out, token);
   put(&out, addr);
   put(&out, len);
+  put(&out, static_cast<uint8_t>(ucx_mapped ? 1 : 0));
   return out.append(ucx);
 }
 
@@ -88,6 +89,7 @@ DecodedRkey decode_rkey(const std::string& packed) {
     d.len = take<uint64_t>(packed, &p, what);
     if (d.len > UINT64_MAX - d.addr) throw Error(Code::kTransport, "malformed rkey: the region wraps around");
     d.has_region = true;
+    d.ucx_mapped = (take<uint8_t>(packed, &p, what) & 1) != 0;
   } else {
     d.ucx = packed;
     return d;

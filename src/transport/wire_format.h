@@ -30,11 +30,14 @@ struct DecodedRkey {
   bool has_region = false;
   uint64_t addr = 0;      // the region a process read must stay inside
   uint64_t len = 0;
+  // UCX allocated the region (Worker::allocate): a reader on this host maps UCX's segment and
+  // copies from it itself, nothing sent to the source, and faster than a process read.
+  bool ucx_mapped = false;
 };
 
-// "THK2", u64 token, u64 address, u64 length, UCX rkey. "THK1" (u64 token, UCX rkey) still
-// decodes, without a region; anything without a magic is a bare UCX rkey.
-std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len);
+// "THK2", u64 token, u64 address, u64 length, u8 flags (1: ucx_mapped), UCX rkey. "THK1" (u64
+// token, UCX rkey) still decodes, without a region; anything without a magic is a bare UCX rkey.
+std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped = false);
 DecodedRkey decode_rkey(const std::string& packed);
 
 }  // namespace thub::transport

@@ -141,6 +141,8 @@ void Worker::Impl::init() {
     }
     local_failure_detected = all;
     process_reads = process_reads_wanted(tls);
+    const char* pr = std::getenv("THUB_PROCESS_READS");
+    mapped_over_ucx = !(pr && std::string(pr) == "all");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -485,7 +487,7 @@ std::pair<ucp_mem_h, std::string> map_memory(ucp_context_h ctx, void* addr, size
 // Lets socket readers read [addr, addr + len) of host memory: a random token travels in the
 // packed rkey, as UCX's own key material does, and a read must present it. The rkey also
 // names the region, which a process reader checks every read against (process_reads.h).
-std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string ucx_rkey) {
+std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string ucx_rkey, bool allocated) {
   if ((!server && !process_reads) || len == 0 || cuda_is_device_pointer(reinterpret_cast<void*>(addr))) {
     return ucx_rkey;
   }
@@ -494,7 +496,7 @@ std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string uc
     if (getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token)) token = 0;
   }
   if (server) server->serve(addr, len, token);
-  return encode_rkey(ucx_rkey, token, addr, len);
+  return encode_rkey(ucx_rkey, token, addr, len, allocated);
 }
 
 std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
@@ -517,7 +519,7 @@ std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
       ucp_mem_unmap(impl_->ctx, memh);
       throw Error(Code::kNoMemory, "ucp_mem_query of an allocated region failed");
     }
-    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(attr.address), len, std::move(rkey));
+    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(attr.address), len, std::move(rkey), true);
     out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(attr.address), len));
     out->allocated_ = true;
   });
@@ -562,19 +564,23 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
     impl_->peers[key] = p;
     return p;
   }
+  impl_->connect(*p, ucx_address);
+  impl_->peers[key] = p;
+  return p;
+}
+
+void Worker::Impl::connect(Peer& p, const std::string& ucx_address) {
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   ep.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
-  if (error_handling) {
+  if (p.error_handling) {
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = ep_error;
-    ep.err_handler.arg = p.get();
+    ep.err_handler.arg = &p;
   }
-  ucs_status_t st = ucp_ep_create(impl_->worker, &ep, &p->ep);
+  ucs_status_t st = ucp_ep_create(worker, &ep, &p.ep);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_create: " + status_text(st));
-  impl_->peers[key] = p;
-  return p;
 }
 
 void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
@@ -590,9 +596,8 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
       if (p->sock) p->sock->close(p->error, &done);
       if (p->proc) p->proc->close(p->error, &done);
       impl_->finish_socket_reads(done);
-      return;
     }
-    impl_->abandoned.push_back(p);
+    if (p->ep) impl_->abandoned.push_back(p);  // a process-read peer's, for mapped regions
   };
   const std::string address = peer->address;
   auto& peers = impl_->peers;
@@ -618,6 +623,13 @@ std::shared_ptr<RemoteKey> Worker::remote_key(const std::shared_ptr<Peer>& peer,
     im.rkeys.splice(im.rkeys.begin(), im.rkeys, it->second);
     return it->second->second;
   }
+  if (peer->proc && !peer->ep && im.mapped_over_ucx && decode_rkey(packed).ucx_mapped) {
+    // UCX's segment, which this process maps and copies from itself: about 3x a process
+    // read's bandwidth (docs/faults.md), and a get sends nothing to the source. What may still
+    // reach the source's FIFO is UCX's connection set-up for this endpoint, once per peer
+    // (not verified either way), instead of a request per get. THUB_PROCESS_READS=all: none.
+    im.connect(*peer, decode_address(peer->address).ucx);
+  }
   auto rk = std::make_shared<RemoteKey>(peer, packed);
   im.rkeys.emplace_front(key, rk);
   im.rkey_index[key] = im.rkeys.begin();
@@ -639,7 +651,8 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
     if (p->sock) p->sock->close(p->error, &done);
     if (p->proc) p->proc->close(p->error, &done);
     finish_socket_reads(done);
-  } else if (p->ep && p->error_handling) {
+  }
+  if (p->ep && p->error_handling) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -671,7 +684,7 @@ void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
 
 bool Worker::detects_local_peer_failure() const { return impl_->local_failure_detected; }
 
-bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc != nullptr; }
+bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc && !peer->ep; }
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
@@ -679,7 +692,7 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     impl_->post([cb = std::move(cb), err = "peer failed: " + peer->error] { cb(false, err); });
     return;
   }
-  if (peer->proc) {
+  if (peer->proc && !key.over_ucx()) {
     // The reader's own check: process_vm_readv could read anything of the source.
     if (!key.region_contains(remote, len)) {
       impl_->post([cb = std::move(cb)] { cb(false, "read outside the region the source registered"); });
@@ -729,12 +742,13 @@ RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packe
   const DecodedRkey d = decode_rkey(packed);
   const std::string& ucx = d.ucx;
   token_ = d.token;
-  if (peer->proc) {
+  if (peer->proc && !(d.ucx_mapped && peer->ep)) {
     if (!d.has_region) throw Error(Code::kTransport, "the source's memory is not served for process reads");
     region_addr_ = d.addr;
     region_len_ = d.len;
     return;  // a process read checks the region; nothing to unpack
   }
+  over_ucx_ = peer->proc != nullptr;  // UCX's mapped segment of a process-read peer
   if (peer->sock) {
     if (token_ == 0) throw Error(Code::kTransport, "the source's memory is not served over sockets");
     return;  // a socket read presents the token; nothing to unpack

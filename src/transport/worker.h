@@ -145,6 +145,9 @@ class RemoteKey {
   // What a read over a socket presents (0 when the region is not served over sockets).
   [[nodiscard]] uint64_t token() const { return token_; }
   // For process reads: true when [remote, remote + len) lies inside the region the rkey names.
+  // Read over UCX although the peer is read with process reads: a region UCX allocated, whose
+  // segment this process maps (Worker::remote_key).
+  [[nodiscard]] bool over_ucx() const { return over_ucx_; }
   [[nodiscard]] bool region_contains(uint64_t remote, uint64_t len) const {
     return remote >= region_addr_ && len <= region_len_ && remote - region_addr_ <= region_len_ - len;
   }
@@ -154,6 +157,7 @@ class RemoteKey {
   void* rkey_ = nullptr;
   uint64_t token_ = 0;
   uint64_t region_addr_ = 0, region_len_ = 0;
+  bool over_ucx_ = false;
 };
 
 // Library version of the UCX in use, e.g. "1.13.1".

@@ -87,6 +87,9 @@ struct Worker::Impl {
   bool process_reads = false;
   ProcessIdentityWord identity;
   std::set<std::string> proc_refused;  // addresses whose probe failed (logged once)
+  // Regions UCX allocated are read over UCX's mapped segment even from a process-read peer
+  // (RemoteKey), unless THUB_PROCESS_READS=all.
+  bool mapped_over_ucx = true;
   int progress_process_reads();
   // Gives `p` (address, error_handling set) a path of ours instead of a UCX endpoint, where
   // one applies (own_paths.cc): false when it is UCX's.
@@ -103,7 +106,9 @@ struct Worker::Impl {
     if (wake_fd >= 0) ::close(wake_fd);
   }
   void init();
-  std::string serve_region(uint64_t addr, size_t len, std::string ucx_rkey);
+  std::string serve_region(uint64_t addr, size_t len, std::string ucx_rkey, bool allocated = false);
+  // Gives `p` a UCX endpoint to the worker at `ucx_address` (error handling as p says).
+  void connect(Peer& p, const std::string& ucx_address);
   void loop();
   void shutdown();
   void fail_peer(Peer* p, ucs_status_t st);

@@ -218,6 +218,28 @@ TEST(ProcessReadsTest, StoppedSourceIsStillReadAndAKilledOneFailsAtOnce) {
   std::printf("killed source: %d failures in %.3f s: %s\n", o.failures, o.seconds, o.error.c_str());
 }
 
+// Memory UCX allocated (THUB_Alloc_mem) is read over UCX's mapped segment, a memcpy here and
+// about 3x a process read; THUB_PROCESS_READS=all reads it with process reads too.
+TEST(ProcessReadsTest, UcxAllocatedRegionIsReadOverItsMappedSegmentUnlessAll) {
+  auto source = Worker::create(WorkerOptions{});
+  auto region = source->allocate(8u << 20);
+  for (size_t i = 0; i < region->length(); ++i) region->data()[i] = static_cast<char>(pattern(i));
+  for (const char* mode : {"1", "all"}) {
+    ::setenv("THUB_PROCESS_READS", mode, 1);
+    auto reader = Worker::create(WorkerOptions{});
+    ::unsetenv("THUB_PROCESS_READS");
+    std::vector<char> dst(region->length(), 0);
+    Outcome o = read_all(*reader, source->address(), region->packed_rkey(), dst.data(), region->address(),
+                         region->length(), 1u << 20);
+    EXPECT_EQ(o.failures, 0) << mode << ": " << o.error;
+    EXPECT_EQ(std::memcmp(dst.data(), region->data(), dst.size()), 0) << mode;
+    bool clean = false;
+    reader->call([&] { clean = reader->reads_cancel_cleanly(reader->peer(source->address(), false)); });
+    EXPECT_EQ(clean, std::string(mode) == "all") << mode << ": a UCX endpoint for the mapped segment or not";
+  }
+  region.reset();
+}
+
 TEST(ProcessReadsTest, OffWhenAskedOrWhenUcxTlsLeavesOutSharedMemory) {
   EXPECT_TRUE(process_reads_wanted(""));
   EXPECT_TRUE(process_reads_wanted("sm,self"));

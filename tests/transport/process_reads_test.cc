@@ -240,6 +240,45 @@ TEST(ProcessReadsTest, UcxAllocatedRegionIsReadOverItsMappedSegmentUnlessAll) {
   region.reset();
 }
 
+// Addresses and rkeys come from peers: older forms still decode, truncated ones are errors.
+TEST(ProcessReadsTest, WireFormatsDecodeOlderFormsAndRefuseTruncatedOnes) {
+  SocketEndpoint ep{4242, {0x0100007f}};
+  ProcessIdentity id{77, 0x1000, 0xabcdef};
+  std::string a = encode_address("ucx-bytes", ep, id);
+  DecodedAddress d = decode_address(a);
+  EXPECT_EQ(d.ucx, "ucx-bytes");
+  EXPECT_EQ(d.sock.port, 4242);
+  ASSERT_EQ(d.sock.ipv4.size(), 1u);
+  EXPECT_EQ(d.proc.pid, 77u);
+  EXPECT_EQ(d.proc.nonce_addr, 0x1000u);
+  EXPECT_EQ(d.proc.nonce, 0xabcdefu);
+  for (size_t n = 4; n < a.size(); ++n) EXPECT_THROW(decode_address(a.substr(0, n)), std::exception) << n;
+  // "THW1" (socket endpoint only, before process reads): no process identity.
+  std::string v1 = "THW1";
+  uint32_t len = 3;
+  v1.append(reinterpret_cast<const char*>(&len), 4).append("abc");
+  v1.append(reinterpret_cast<const char*>(&ep.port), 2).push_back(0);
+  d = decode_address(v1);
+  EXPECT_EQ(d.ucx, "abc");
+  EXPECT_EQ(d.sock.port, 4242);
+  EXPECT_EQ(d.proc.pid, 0u);
+  EXPECT_EQ(decode_address("bare ucx").ucx, "bare ucx");
+  std::string k = encode_rkey("ucx-rkey", 5, 0x2000, 100, true);
+  DecodedRkey r = decode_rkey(k);
+  EXPECT_EQ(r.ucx, "ucx-rkey");
+  EXPECT_TRUE(r.has_region && r.ucx_mapped);
+  EXPECT_EQ(r.addr, 0x2000u);
+  EXPECT_EQ(r.len, 100u);
+  for (size_t n = 4; n < k.size() - 8; ++n) EXPECT_THROW(decode_rkey(k.substr(0, n)), std::exception) << n;
+  std::string k1 = "THK1";
+  uint64_t token = 9;
+  k1.append(reinterpret_cast<const char*>(&token), 8).append("old");
+  r = decode_rkey(k1);
+  EXPECT_EQ(r.token, 9u);
+  EXPECT_EQ(r.ucx, "old");
+  EXPECT_FALSE(r.has_region);
+}
+
 TEST(ProcessReadsTest, OffWhenAskedOrWhenUcxTlsLeavesOutSharedMemory) {
   EXPECT_TRUE(process_reads_wanted(""));
   EXPECT_TRUE(process_reads_wanted("sm,self"));

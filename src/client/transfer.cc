@@ -42,9 +42,10 @@ class Job : public std::enable_shared_from_this<Job> {
       : w_(w), s_(std::move(s)), on_advance_(std::move(on_advance)), on_done_(std::move(on_done)) {}
   void start();
   // Ended, and none of its reads can land any more: none in flight, or the rest were canceled
-  // (a source elsewhere: its endpoint or socket is closed) or their source on this host exited.
+  // (a source elsewhere: its endpoint or socket is closed; one read with process reads: the
+  // reads still queued were dropped) or their source on this host exited.
   [[nodiscard]] bool settled() const {
-    return finished_ && (inflight_ == 0 || !local_ || !process_alive(s_.source.pid));
+    return finished_ && (inflight_ == 0 || !local_ || clean_cancel_ || !process_alive(s_.source.pid));
   }
 
  private:
@@ -70,6 +71,7 @@ class Job : public std::enable_shared_from_this<Job> {
   std::function<void(TransferResult)> on_done_;
   bool finished_ = false;
   bool local_ = false;  // the source runs on this host: watch its pid
+  bool clean_cancel_ = false;  // its reads cannot land once cancelled (Worker::reads_cancel_cleanly)
 
   std::shared_ptr<Peer> peer_;
   std::shared_ptr<Peer> counter_peer_;  // lane 1: progress counter reads
@@ -165,6 +167,7 @@ void Job::start() {
     counter_peer_ = w_.peer(s_.source.worker_address, error_handling, 1);
     counter_key_ = w_.remote_key(counter_peer_, s_.source.counter.rkey);
     hash_key_ = w_.remote_key(counter_peer_, s_.source.hashes.rkey);
+    clean_cancel_ = w_.reads_cancel_cleanly(peer_) && w_.reads_cancel_cleanly(counter_peer_);
   } catch (const Error& e) {
     fail(Code::kTransport, e.what(), true);
     return;

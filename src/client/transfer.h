@@ -28,7 +28,8 @@ namespace thub::client {
 // Reads given up into one holding's buffers that may still land. A source on this host that
 // stopped answering cannot have its gets canceled (UCX 1.13 has no peer failure handling over
 // shared memory): when it resumes, UCX writes its replies into our buffers, whatever version
-// they hold by then. So the next transfer into the same buffers waits until those reads have
+// they hold by then. (Only on UCX's path: process reads, the default on one host, are
+// synchronous, and cancelling drops those still queued, so they never wait here.) So the next transfer into the same buffers waits until those reads have
 // landed or their source has exited (docs/faults.md). One per holding, used on the progress
 // thread only.
 struct LateReads;

@@ -20,17 +20,19 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "src/common/status.h"
 #include "src/transport/cuda_staging.h"
+#include "src/transport/process_reads.h"
 #include "src/transport/socket_reads.h"
+#include "src/transport/wire_format.h"
+#include "src/transport/worker_impl.h"
 
 namespace thub::transport {
-
-using Clock = std::chrono::steady_clock;
 
 namespace {
 std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
@@ -45,49 +47,6 @@ constexpr auto kBusySleep = std::chrono::microseconds(10000);
 // fall back to polling every millisecond: UCX 1.13 also says BUSY for ever, with nothing to
 // progress, while a get waits on a peer that stopped reading (SIGSTOP).
 constexpr auto kBusySpin = std::chrono::milliseconds(5);
-
-// What this worker hands out, when it serves reads over sockets too: its UCX worker address
-// and its ReadServer's endpoint ("THW1", u32 length, UCX address, u16 port, u8 count, IPv4s);
-// and per region, the token a socket read must present beside the UCX rkey ("THK1", u64
-// token, UCX rkey). Anything without the magic is a bare UCX address or rkey.
-constexpr char kAddressMagic[4] = {'T', 'H', 'W', '1'};
-constexpr char kRkeyMagic[4] = {'T', 'H', 'K', '1'};
-
-std::string encode_address(const std::string& ucx, const SocketEndpoint& ep) {
-  std::string out(kAddressMagic, 4);
-  auto len = static_cast<uint32_t>(ucx.size());
-  out.append(reinterpret_cast<const char*>(&len), 4).append(ucx);
-  out.append(reinterpret_cast<const char*>(&ep.port), 2);
-  out.push_back(static_cast<char>(std::min<size_t>(ep.ipv4.size(), 255)));
-  for (size_t i = 0; i < ep.ipv4.size() && i < 255; ++i) out.append(reinterpret_cast<const char*>(&ep.ipv4[i]), 4);
-  return out;
-}
-
-// The UCX part of an address; `ep` gets the socket endpoint when there is one.
-std::string decode_address(const std::string& a, SocketEndpoint* ep) {
-  if (a.size() < 8 || a.compare(0, 4, kAddressMagic, 4) != 0) return a;
-  uint32_t len;
-  std::memcpy(&len, a.data() + 4, 4);
-  if (len > a.size() - 8) throw Error(Code::kTransport, "malformed worker address");
-  std::string ucx = a.substr(8, len);
-  size_t p = 8 + len;
-  if (a.size() < p + 3) throw Error(Code::kTransport, "malformed worker address");
-  std::memcpy(&ep->port, a.data() + p, 2);
-  size_t n = static_cast<unsigned char>(a[p + 2]);
-  p += 3;
-  if (a.size() < p + 4 * n) throw Error(Code::kTransport, "malformed worker address");
-  ep->ipv4.resize(n);
-  for (size_t i = 0; i < n; ++i) std::memcpy(&ep->ipv4[i], a.data() + p + 4 * i, 4);
-  return ucx;
-}
-
-// The UCX part of a packed rkey; `token` gets the socket token (0 without one).
-std::string decode_rkey(const std::string& packed, uint64_t* token) {
-  *token = 0;
-  if (packed.size() < 12 || packed.compare(0, 4, kRkeyMagic, 4) != 0) return packed;
-  std::memcpy(token, packed.data() + 4, 8);
-  return packed.substr(12);
-}
 
 // True when this machine has an RDMA device UCX can use: then UCX's own transports carry
 // reads to other hosts, one-sided and zero-copy, and sockets are not used.
@@ -108,82 +67,6 @@ bool rdma_present() {
 }
 }  // namespace
 
-// An endpoint to one remote worker. Owned by the cache and by the operations that use it.
-class Peer {
- public:
-  ucp_ep_h ep = nullptr;
-  std::unique_ptr<ReadConnection> sock;  // reads over a socket instead of `ep` (socket_reads.h)
-  std::string address;
-  int lane = 0;
-  bool failed = false;
-  bool error_handling = false;
-  std::string error;
-};
-
-struct Worker::Impl {
-  WorkerOptions opts;
-  ucp_context_h ctx = nullptr;
-  ucp_worker_h worker = nullptr;
-  std::string address;
-  std::thread thread;
-  std::thread::id thread_id;
-
-  std::mutex mu;
-  // eventfd: commands and timers for the progress thread. Closed by ~Impl, after the thread
-  // is joined, never by the thread itself: ~Worker writes to it after setting stop, when the
-  // thread may already be past its loop; a close there let that write reach a closed
-  // descriptor, or another file that had reused its number.
-  int wake_fd = -1;
-  int ucx_fd = -1;     // the worker's event fd (UCP_FEATURE_WAKEUP), -1 if unavailable
-  std::deque<std::function<void()>> queue;
-  std::multimap<Clock::time_point, std::function<void()>> timers;  // progress thread only
-  std::multimap<Clock::time_point, std::function<void()>> pending_timers;  // under mu
-  bool stop = false;
-
-  std::map<std::pair<std::string, int>, std::shared_ptr<Peer>> peers;  // (address, lane); progress thread only
-  std::vector<void*> closing;                          // ep close requests in flight
-  std::vector<std::shared_ptr<Peer>> abandoned;        // forgotten peers, closed at shutdown
-  size_t outstanding = 0;                               // gets in flight
-  std::unordered_set<void*> ops;                        // their GetOps (shutdown frees the orphans)
-  // Unpacked rkeys by (endpoint, packed rkey), most recently used first (Worker::remote_key).
-  using RkeyKey = std::pair<const Peer*, std::string>;
-  std::list<std::pair<RkeyKey, std::shared_ptr<RemoteKey>>> rkeys;
-  std::map<RkeyKey, decltype(rkeys)::iterator> rkey_index;
-  void forget_rkeys(const Peer* p);
-  bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
-  // Reads from peers that need failure handling go over sockets (socket_reads.h): UCX would
-  // carry them over its tcp transport (no RDMA device, or UCX_TLS allows only tcp).
-  std::unique_ptr<ReadServer> server;
-  using SocketDone = std::vector<std::pair<ReadConnection::Done, std::string>>;
-  std::vector<pollfd> socket_fds;
-  void add_socket_fds();
-  int progress_sockets();
-  unsigned socket_passes = 0;  // loop passes, to poll idle sockets only now and then
-  void finish_socket_reads(SocketDone& done);
-  // Inside ucp_get_nbx or ucp_ep_close_nbx: a completion now is deferred to the loop (see
-  // Worker::get; a forced close completes the endpoint's gets with CANCELED inside the call).
-  int in_ucx_call = 0;
-  Clock::time_point busy_since{};     // arm has said BUSY, with nothing progressed, since then
-  bool progressed_since_sleep = false;  // ucp_worker_progress did something since the last attempt
-
-  ~Impl() {
-    if (wake_fd >= 0) ::close(wake_fd);
-  }
-  void init();
-  std::string serve_region(uint64_t addr, size_t len, std::string ucx_rkey);
-  void loop();
-  void shutdown();
-  void fail_peer(Peer* p, ucs_status_t st);
-  void reap_closing();  // free endpoint-close requests that have completed
-  // Drops a cached endpoint: closed (FORCE, cancelling what is in flight) when it has error
-  // handling, else kept open until the worker goes (closing it could block on a dead peer).
-  void retire(const std::shared_ptr<Peer>& p);
-  void wake();
-  void sleep_until(Clock::time_point until);
-  void post(std::function<void()> fn);
-  // Runs a get's callback, later (from the loop) if the get is still being submitted.
-  void complete(GetCallback cb, bool ok, std::string err);
-};
 
 namespace {
 struct GetOp {
@@ -257,6 +140,9 @@ void Worker::Impl::init() {
       start = comma + 1;
     }
     local_failure_detected = all;
+    process_reads = process_reads_wanted(tls);
+    const char* pr = std::getenv("THUB_PROCESS_READS");
+    mapped_over_ucx = !(pr && std::string(pr) == "all");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -292,7 +178,10 @@ void Worker::Impl::init() {
   if (socket_reads && (local_failure_detected || !rdma_present())) {
     const char* env = std::getenv("UCX_NET_DEVICES");
     server = std::make_unique<ReadServer>(local_ipv4(env ? env : opts.net_devices));
-    address = encode_address(address, server->endpoint());
+  }
+  if (server || process_reads) {
+    address = encode_address(address, server ? server->endpoint() : SocketEndpoint{},
+                             process_reads ? identity.identity() : ProcessIdentity{});
   }
   if (ucp_worker_get_efd(worker, &ucx_fd) != UCS_OK) ucx_fd = -1;
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -376,6 +265,7 @@ void Worker::Impl::loop() {
     bool socket_work = server && server->connections() > 0;
     for (auto it = peers.begin(); !socket_work && it != peers.end(); ++it) socket_work = it->second->sock != nullptr;
     if (socket_work || ++socket_passes % 16 == 0) n += static_cast<unsigned>(progress_sockets());
+    n += static_cast<unsigned>(progress_process_reads());
     now = Clock::now();
     if (n > 0) progressed_since_sleep = true;
     if (n > 0 || active || (outstanding > 0 && ucx_fd < 0)) last_active = now;
@@ -411,7 +301,10 @@ void Worker::Impl::shutdown() {
     }
   }
   // Socket reads end with their sockets; their callbacks were taken above or never run.
-  for (auto& [addr, p] : peers) p->sock.reset();
+  for (auto& [addr, p] : peers) {
+    p->sock.reset();
+    p->proc.reset();
+  }
   server.reset();
   // Endpoints to abandoned (dead) peers are left to ucp_worker_destroy: a flush would wait
   // for them forever, and FORCE needs error handling on both sides.
@@ -451,40 +344,6 @@ void Worker::Impl::reap_closing() {
       ++i;
     }
   }
-}
-
-void Worker::Impl::add_socket_fds() {
-  socket_fds.clear();
-  if (server) server->add_fds(&socket_fds);
-  for (auto& [key, p] : peers) {
-    if (p->sock) p->sock->add_fds(&socket_fds);
-  }
-}
-
-// Serves and receives socket reads without blocking; completions run here, in the loop.
-int Worker::Impl::progress_sockets() {
-  if (!server) return 0;  // no server, no socket peers either (Worker::peer)
-  add_socket_fds();
-  if (::poll(socket_fds.data(), socket_fds.size(), 0) <= 0) return 0;
-  int n = server->progress(socket_fds);
-  SocketDone done;
-  for (auto& [key, p] : peers) {
-    if (!p->sock) continue;
-    n += p->sock->progress(socket_fds, &done);
-    if (p->sock->failed() && !p->failed) {
-      p->failed = true;
-      p->error = p->sock->error();
-    }
-  }
-  for (auto& [cb, err] : done) cb(err.empty(), err);
-  return n;
-}
-
-// Completions of socket reads closed from inside a caller's operation run later, from the
-// loop (the caller is often the job those reads belong to; see Worker::cancel_peer).
-void Worker::Impl::finish_socket_reads(SocketDone& done) {
-  for (auto& [cb, err] : done) post([cb = std::move(cb), err = std::move(err)] { cb(false, err); });
-  done.clear();
 }
 
 void Worker::Impl::fail_peer(Peer* p, ucs_status_t st) {
@@ -626,17 +485,18 @@ std::pair<ucp_mem_h, std::string> map_memory(ucp_context_h ctx, void* addr, size
 }  // namespace
 
 // Lets socket readers read [addr, addr + len) of host memory: a random token travels in the
-// packed rkey, as UCX's own key material does, and a read must present it.
-std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string ucx_rkey) {
-  if (!server || len == 0 || cuda_is_device_pointer(reinterpret_cast<void*>(addr))) return ucx_rkey;
+// packed rkey, as UCX's own key material does, and a read must present it. The rkey also
+// names the region, which a process reader checks every read against (process_reads.h).
+std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string ucx_rkey, bool allocated) {
+  if ((!server && !process_reads) || len == 0 || cuda_is_device_pointer(reinterpret_cast<void*>(addr))) {
+    return ucx_rkey;
+  }
   uint64_t token = 0;
-  while (token == 0) {
+  while (server && token == 0) {
     if (getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token)) token = 0;
   }
-  server->serve(addr, len, token);
-  std::string out(kRkeyMagic, 4);
-  out.append(reinterpret_cast<const char*>(&token), 8).append(ucx_rkey);
-  return out;
+  if (server) server->serve(addr, len, token);
+  return encode_rkey(ucx_rkey, token, addr, len, allocated);
 }
 
 std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
@@ -659,7 +519,7 @@ std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
       ucp_mem_unmap(impl_->ctx, memh);
       throw Error(Code::kNoMemory, "ucp_mem_query of an allocated region failed");
     }
-    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(attr.address), len, std::move(rkey));
+    rkey = impl_->serve_region(reinterpret_cast<uint64_t>(attr.address), len, std::move(rkey), true);
     out.reset(new MemoryRegion(this, memh, std::move(rkey), reinterpret_cast<uint64_t>(attr.address), len));
     out->allocated_ = true;
   });
@@ -676,9 +536,7 @@ void Worker::unmap(void* memh, uint64_t token) {
 
 MemoryRegion::~MemoryRegion() {
   if (pinned_) unpin_host_memory(data());
-  uint64_t token = 0;
-  decode_rkey(rkey_, &token);
-  worker_->unmap(memh_, token);
+  worker_->unmap(memh_, decode_rkey(rkey_).token);
 }
 
 bool MemoryRegion::contains(const void* p, size_t n) const {
@@ -700,31 +558,29 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   p->address = address;
   p->lane = lane;
   p->error_handling = error_handling;
-  SocketEndpoint sock;
-  const std::string ucx_address = decode_address(address, &sock);
-  if (error_handling && impl_->server && sock.port != 0) {
-    // Over sockets, not UCX's tcp transport (socket_reads.h).
-    p->sock = std::make_unique<ReadConnection>(sock);
-    if (p->sock->failed()) {
-      p->failed = true;
-      p->error = p->sock->error();
-    }
+  const DecodedAddress a = decode_address(address);
+  const std::string& ucx_address = a.ucx;
+  if (impl_->open_own_path(*p, a)) {  // process reads or sockets (own_paths.cc)
     impl_->peers[key] = p;
     return p;
   }
+  impl_->connect(*p, ucx_address);
+  impl_->peers[key] = p;
+  return p;
+}
+
+void Worker::Impl::connect(Peer& p, const std::string& ucx_address) {
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   ep.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
-  if (error_handling) {
+  if (p.error_handling) {
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = ep_error;
-    ep.err_handler.arg = p.get();
+    ep.err_handler.arg = &p;
   }
-  ucs_status_t st = ucp_ep_create(impl_->worker, &ep, &p->ep);
+  ucs_status_t st = ucp_ep_create(worker, &ep, &p.ep);
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_ep_create: " + status_text(st));
-  impl_->peers[key] = p;
-  return p;
 }
 
 void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
@@ -735,13 +591,13 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
     impl_->forget_rkeys(p.get());
     p->failed = true;
     if (p->error.empty()) p->error = "forgotten: the peer is gone";
-    if (p->sock) {
+    if (p->sock || p->proc) {
       Impl::SocketDone done;
-      p->sock->close(p->error, &done);
+      if (p->sock) p->sock->close(p->error, &done);
+      if (p->proc) p->proc->close(p->error, &done);
       impl_->finish_socket_reads(done);
-      return;
     }
-    impl_->abandoned.push_back(p);
+    if (p->ep) impl_->abandoned.push_back(p);  // a process-read peer's, for mapped regions
   };
   const std::string address = peer->address;
   auto& peers = impl_->peers;
@@ -767,6 +623,13 @@ std::shared_ptr<RemoteKey> Worker::remote_key(const std::shared_ptr<Peer>& peer,
     im.rkeys.splice(im.rkeys.begin(), im.rkeys, it->second);
     return it->second->second;
   }
+  if (peer->proc && !peer->ep && im.mapped_over_ucx && decode_rkey(packed).ucx_mapped) {
+    // UCX's segment, which this process maps and copies from itself: about 3x a process
+    // read's bandwidth (docs/faults.md), and a get sends nothing to the source. What may still
+    // reach the source's FIFO is UCX's connection set-up for this endpoint, once per peer
+    // (not verified either way), instead of a request per get. THUB_PROCESS_READS=all: none.
+    im.connect(*peer, decode_address(peer->address).ucx);
+  }
   auto rk = std::make_shared<RemoteKey>(peer, packed);
   im.rkeys.emplace_front(key, rk);
   im.rkey_index[key] = im.rkeys.begin();
@@ -781,12 +644,15 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
   forget_rkeys(p.get());
   p->failed = true;
   if (p->error.empty()) p->error = "closed: the peer stopped answering";
-  if (p->sock) {
-    // Nothing can land after this: the socket is closed, its reads fail (from the loop).
+  if (p->sock || p->proc) {
+    // Nothing can land after this: the socket is closed, or the reads still queued are
+    // dropped (none is ever half done between loop passes); they fail (from the loop).
     SocketDone done;
-    p->sock->close(p->error, &done);
+    if (p->sock) p->sock->close(p->error, &done);
+    if (p->proc) p->proc->close(p->error, &done);
     finish_socket_reads(done);
-  } else if (p->ep && p->error_handling) {
+  }
+  if (p->ep && p->error_handling) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -806,7 +672,7 @@ void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
   auto& peers = impl_->peers;
   auto it = peers.lower_bound({address, std::numeric_limits<int>::min()});
   while (it != peers.end() && it->first.first == address) {
-    if (!it->second->error_handling) {
+    if (!it->second->error_handling && !it->second->proc) {
       ++it;
       continue;
     }
@@ -818,10 +684,25 @@ void Worker::cancel_peer(const std::shared_ptr<Peer>& peer) {
 
 bool Worker::detects_local_peer_failure() const { return impl_->local_failure_detected; }
 
+bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc && !peer->ep; }
+
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
-  if (peer->failed || (!peer->ep && !peer->sock)) {  // answered from the loop too, as every completion
+  if (peer->failed || (!peer->ep && !Impl::own_path(*peer))) {  // answered from the loop too, as every completion
     impl_->post([cb = std::move(cb), err = "peer failed: " + peer->error] { cb(false, err); });
+    return;
+  }
+  if (peer->proc && !key.over_ucx()) {
+    // The reader's own check: process_vm_readv could read anything of the source.
+    if (!key.region_contains(remote, len)) {
+      impl_->post([cb = std::move(cb)] { cb(false, "read outside the region the source registered"); });
+      return;
+    }
+    impl_->outstanding++;
+    peer->proc->read(local, len, remote, [this, cb = std::move(cb)](bool ok, const std::string& err) {
+      impl_->outstanding--;
+      cb(ok, err);
+    });
     return;
   }
   if (peer->sock) {
@@ -858,7 +739,16 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
 }
 
 RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {
-  const std::string ucx = decode_rkey(packed, &token_);
+  const DecodedRkey d = decode_rkey(packed);
+  const std::string& ucx = d.ucx;
+  token_ = d.token;
+  if (peer->proc && !(d.ucx_mapped && peer->ep)) {
+    if (!d.has_region) throw Error(Code::kTransport, "the source's memory is not served for process reads");
+    region_addr_ = d.addr;
+    region_len_ = d.len;
+    return;  // a process read checks the region; nothing to unpack
+  }
+  over_ucx_ = peer->proc != nullptr;  // UCX's mapped segment of a process-read peer
   if (peer->sock) {
     if (token_ == 0) throw Error(Code::kTransport, "the source's memory is not served over sockets");
     return;  // a socket read presents the token; nothing to unpack
@@ -904,6 +794,9 @@ std::string Worker::describe() const {
     } else {
       std::fprintf(f, "# reads from peers with failure handling: UCX (an RDMA device is present)\n");
     }
+    std::fprintf(f, "# reads from peers on this host: %s\n",
+                 impl_->process_reads ? "process_vm_readv where the kernel allows it (else UCX)"
+                                      : "UCX (THUB_PROCESS_READS=0, or UCX_TLS without shared memory)");
     std::fclose(f);
     out.assign(buf, len);
     std::free(buf);
@@ -921,15 +814,9 @@ bool Worker::can_map_cuda() const {
   return (attr.memory_types & (1ull << UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
-std::string ucx_worker_address(const std::string& address) {
-  SocketEndpoint ignored;
-  return decode_address(address, &ignored);
-}
+std::string ucx_worker_address(const std::string& address) { return decode_address(address).ucx; }
 
-std::string ucx_rkey(const std::string& packed_rkey) {
-  uint64_t ignored = 0;
-  return decode_rkey(packed_rkey, &ignored);
-}
+std::string ucx_rkey(const std::string& packed_rkey) { return decode_rkey(packed_rkey).ucx; }
 
 std::string ucx_version() {
   unsigned maj = 0, min = 0, rel = 0;

@@ -57,7 +57,10 @@ class Worker {
   // caller), a peer on another host with it. Where UCX would carry such a peer's reads over
   // its tcp transport (no RDMA device here, or only tcp allowed), they go over a socket of
   // our own instead (socket_reads.h): UCX 1.13's software gets abort the source when a reader
-  // dies at the wrong moment. `lane` picks one of several endpoints to the same worker: each
+  // dies at the wrong moment. A peer on this host that advertises its process identity, and
+  // whose memory the kernel lets us read, is read with process_vm_readv instead, with no UCX
+  // endpoint at all (process_reads.h): UCX 1.13's shared-memory FIFOs wedge when a sender
+  // dies mid-send. `lane` picks one of several endpoints to the same worker: each
   // has its own connection (over TCP, its own socket), so that small reads on lane 1
   // (progress counters) do not queue behind bulk reads on lane 0.
   std::shared_ptr<Peer> peer(const std::string& address, bool error_handling, int lane = 0);
@@ -72,6 +75,9 @@ class Worker {
   // True when every transport this worker may use detects a failed peer (TCP and self only,
   // e.g. transfer_mode=tcp), so that peers on this host get error handling too.
   [[nodiscard]] bool detects_local_peer_failure() const;
+  // True when cancelling this peer (cancel_peer, forget_peer) leaves none of its reads able
+  // to land later: process reads are synchronous, and the ones still queued are dropped.
+  [[nodiscard]] bool reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const;
   // The unpacked form of a peer's packed rkey, cached per endpoint: unpacking one of memory a
   // peer allocated through UCX attaches (maps) its shared-memory segment here, and doing
   // that for every transfer cost a page fault per page read (1 GiB: ~0.3 s). At most
@@ -138,11 +144,20 @@ class RemoteKey {
   [[nodiscard]] void* handle() const { return rkey_; }
   // What a read over a socket presents (0 when the region is not served over sockets).
   [[nodiscard]] uint64_t token() const { return token_; }
+  // For process reads: true when [remote, remote + len) lies inside the region the rkey names.
+  // Read over UCX although the peer is read with process reads: a region UCX allocated, whose
+  // segment this process maps (Worker::remote_key).
+  [[nodiscard]] bool over_ucx() const { return over_ucx_; }
+  [[nodiscard]] bool region_contains(uint64_t remote, uint64_t len) const {
+    return remote >= region_addr_ && len <= region_len_ && remote - region_addr_ <= region_len_ - len;
+  }
 
  private:
   std::shared_ptr<Peer> peer_;
   void* rkey_ = nullptr;
   uint64_t token_ = 0;
+  uint64_t region_addr_ = 0, region_len_ = 0;
+  bool over_ucx_ = false;
 };
 
 // Library version of the UCX in use, e.g. "1.13.1".

@@ -1,0 +1,96 @@
+// Reads of a same-host peer's registered memory with process_vm_readv(2) ("process reads"):
+// the data path to sources on this host. UCX 1.13 reaches them over its shared-memory
+// transports, where a reader stopped or killed in the middle of a send leaves a slot of the
+// source's receive FIFO reserved and never written, and the source then takes nothing more
+// over shared memory, from any reader (docs/faults.md, "Shared memory"); and memory it did
+// not allocate itself is served by the source's progress thread, one active message at a
+// time. Here the reader copies the bytes itself (one kernel copy, what UCX's cma transport
+// does): nothing is ever sent to the source, its CPU is not used, a stopped source can still
+// be read, a dead one is ESRCH at once, and a read is synchronous, so nothing can land after
+// the reader gave up on it. Progress thread only; no UCX type, no thread.
+//
+// process_vm_readv can read any memory of the peer: the region check is the reader's own
+// (Worker::get, against the region the rkey describes). Every call also reads the source's
+// nonce word, in the same system call as the data: a pid reused after the source's death (or
+// a pid of another namespace) fails that check, so foreign bytes are never delivered.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thub::transport {
+
+// What a source advertises (in its worker address) for process reads: pid 0 means none.
+struct ProcessIdentity {
+  uint32_t pid = 0;
+  uint64_t nonce_addr = 0;  // a word in its memory that holds `nonce`
+  uint64_t nonce = 0;
+};
+
+// The source side: one random nonce word per worker, at a fixed address for its lifetime.
+class ProcessIdentityWord {
+ public:
+  ProcessIdentityWord();
+  [[nodiscard]] ProcessIdentity identity() const;
+
+ private:
+  // Volatile so that the compiler keeps the store: only other processes ever read it.
+  volatile uint64_t word_ = 0;
+};
+
+// Off with THUB_PROCESS_READS=0, and where UCX_TLS (`tls`, the effective list) names no
+// shared-memory transport: the user asked for UCX's other transports only (e.g. tcp).
+bool process_reads_wanted(const std::string& tls);
+
+// A reader's path to one source process: reads are done in the order asked, a slice at a time.
+class ProcessReader {
+ public:
+  using Done = std::function<void(bool ok, const std::string& err)>;
+  using Completions = std::vector<std::pair<Done, std::string>>;  // an empty text: success
+  // Largest single process_vm_readv: other peers' reads (and UCX) progress between slices.
+  static constexpr uint64_t kSlice = 1u << 20;
+
+  explicit ProcessReader(ProcessIdentity id) : id_(id) {}
+  ProcessReader(const ProcessReader&) = delete;
+  ProcessReader& operator=(const ProcessReader&) = delete;
+
+  // Reads the source's nonce word: "" when this process may read the source's memory and it
+  // is the process that advertised the word; else why not (EPERM: ptrace_scope, seccomp,
+  // another uid; ESRCH; ENOSYS; a mismatch: another pid namespace or a reused pid).
+  std::string probe();
+  // Queues a read of `len` bytes at `remote` into `local` (the caller checked the region).
+  // `done` is returned by a later progress() or close(), never called from here.
+  void read(void* local, uint64_t len, uint64_t remote, Done done);
+  // Reads up to `budget` bytes (at least one slice) of the queued reads; the completions due
+  // are appended to `done`. A failure fails the reader and every read queued. Returns bytes read.
+  uint64_t progress(uint64_t budget, Completions* done);
+  // Every queued read completes with `why`; nothing is read after this.
+  void close(const std::string& why, Completions* done);
+  [[nodiscard]] bool failed() const { return failed_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] size_t outstanding() const { return ops_.size(); }
+  [[nodiscard]] uint32_t pid() const { return id_.pid; }
+
+ private:
+  struct Op {
+    char* dst;
+    uint64_t remote;
+    uint64_t left;
+    Done done;
+  };
+  // One system call: up to `len` bytes at `remote` into `dst`, then the nonce word. Returns
+  // the data bytes read (the nonce was checked only when all `len` were), or -1 with error_ set.
+  int64_t read_slice(char* dst, uint64_t remote, uint64_t len, bool* nonce_checked);
+  void fail(const std::string& why, Completions* done);
+
+  ProcessIdentity id_;
+  std::deque<Op> ops_;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace thub::transport

@@ -1,0 +1,43 @@
+// What a worker hands out besides UCX's own bytes: its worker address carries the socket
+// endpoint (socket_reads.h) and the process identity (process_reads.h) beside the UCX
+// address, and a region's packed rkey carries the socket token and the region's bounds
+// beside the UCX rkey. Both are read from peers: every length is checked before use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/transport/process_reads.h"
+#include "src/transport/socket_reads.h"
+
+namespace thub::transport {
+
+struct DecodedAddress {
+  std::string ucx;        // the bare UCX worker address
+  SocketEndpoint sock;    // port 0: no socket reads
+  ProcessIdentity proc;   // pid 0: no process reads
+};
+
+// "THW2", u32 length, UCX address, u16 port, u8 count, IPv4s, u32 pid, u64 nonce address,
+// u64 nonce. "THW1" (the same without the last three, before process reads) still decodes;
+// anything without a magic is a bare UCX address. Throws Error(kTransport) when malformed.
+std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id);
+DecodedAddress decode_address(const std::string& a);
+
+struct DecodedRkey {
+  std::string ucx;        // the bare UCX rkey
+  uint64_t token = 0;     // what a socket read presents (0: not served over sockets)
+  bool has_region = false;
+  uint64_t addr = 0;      // the region a process read must stay inside
+  uint64_t len = 0;
+  // UCX allocated the region (Worker::allocate): a reader on this host maps UCX's segment and
+  // copies from it itself, nothing sent to the source, and faster than a process read.
+  bool ucx_mapped = false;
+};
+
+// "THK2", u64 token, u64 address, u64 length, u8 flags (1: ucx_mapped), UCX rkey. "THK1" (u64
+// token, UCX rkey) still decodes, without a region; anything without a magic is a bare UCX rkey.
+std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped = false);
+DecodedRkey decode_rkey(const std::string& packed);
+
+}  // namespace thub::transport

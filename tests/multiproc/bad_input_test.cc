@@ -72,7 +72,7 @@ TEST(BadInputTest, ChecksumMismatchIsAnErrorNotSilentlyAccepted) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 1, 1));
   // Break the mutability contract on purpose: change the bytes after publishing.
-  ASSERT_TRUE(ok(c.trainer->cmd("fill 2")));
+  ASSERT_TRUE(ok(c.trainer->cmd("scribble 2")));
   PeerProcess& r = c.add_rollout("victim", kLayout);
   std::string rep = r.cmd("replicate latest");
   EXPECT_EQ(status_of(rep), kErrTransport) << rep;

@@ -5,13 +5,20 @@
 # and fails on any report but UCX serving a peer's get (tools/ci/tsan_reports.py says why
 # that one is not ours). tools/ci/test.sh runs it last (THUB_TSAN_RUN=0 skips it there).
 # Usage: tools/ci/tsan.sh [BUILD_DIR] (default build-tsan; reused when it exists).
-# THUB_TSAN_JOBS sets the build's parallelism (default: nproc).
+# THUB_TSAN_JOBS sets the build's parallelism (default: nproc). THUB_TSAN_MULTIPROC=1 adds the
+# multi-process tests (every peer process and registry daemon they start is built and run
+# under ThreadSanitizer too, and their reports count): a documented command, not a CI step,
+# as it doubles the run's time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 build=${1:-build-tsan}
 tests=(transport/thub_transport_tests registry/thub_registry_tests client/thub_client_tests
        client/thub_member_machine_tests client/thub_hostile_source_tests capi/thub_capi_tests)
+
+if [[ ${THUB_TSAN_MULTIPROC:-0} == 1 ]]; then
+  tests+=(multiproc/thub_multiproc_tests multiproc/thub_registry_info_tests)
+fi
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=thread > /dev/null
 cmake --build "$build" -j "${THUB_TSAN_JOBS:-$(nproc)}" --target "${tests[@]##*/}"

@@ -115,6 +115,11 @@ struct Model {
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
   // The same by (version, num_shards, shard): a source choice looks at its shard's only.
   std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_holders;
+  // Those of shard_holders with a free reader slot (load() < max_readers_per_source): a
+  // busy holder is refused whoever asks, so choose_replica scans these (same order) and not
+  // the shard's N holders, most of them busy in a fan-out. Kept by index(), unindex() and
+  // add_load().
+  std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_free;
   std::multiset<int> retains;           // Open.retain of every open member
 };
 
@@ -203,7 +208,9 @@ class Core {
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
-  void add_load(MemberId m, int d);  // keeps load_ (model_state.cc)
+  void add_load(MemberId m, int d);  // keeps load_ and Model::shard_free (model_state.cc)
+  // The shard_holders keys m is indexed under now (its live version, its host copies).
+  template <class F> void for_each_index_key(const Member& m, F f) const;
 
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).

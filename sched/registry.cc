@@ -186,6 +186,12 @@ std::string Core::check_invariants() const {
         if (auto it = members_.find(id); it != members_.end())
           by_shard[{v, it->second.num_shards, it->second.shard}].insert(id);
     if (by_shard != md.shard_holders) err << "model " << name << ": shard_holders differs from holders\n";
+    for (auto kv = by_shard.begin(); kv != by_shard.end();) {
+      for (auto it = kv->second.begin(); it != kv->second.end();)
+        it = load(*it) < cfg_.max_readers_per_source ? std::next(it) : kv->second.erase(it);
+      kv = kv->second.empty() ? by_shard.erase(kv) : std::next(kv);
+    }
+    if (by_shard != md.shard_free) err << "model " << name << ": shard_free differs from the free holders\n";
   }
   for (const auto& [id, m] : members_) {
     if (load(id) > cfg_.max_readers_per_source)

@@ -44,6 +44,7 @@ void Core::unindex(const Member& m) {
 }
 
 void Core::index(const Member& m) {
+  if (m.rep) expose(*m.rep);  // its buffers or host copies changed (deferred.cc)
   Model* md = model_of(m);
   if (!md || m.leaving) return;
   bool free = load(m.id) < cfg_.max_readers_per_source;

@@ -8,7 +8,9 @@ namespace thub::sched::detail {
 
 void Core::touch(ClientId c) {
   auto it = clients_.find(c);
-  if (it == clients_.end()) return;
+  // Touched already at this time (a request is touched before and after its deadlines are
+  // checked): nothing to move.
+  if (it == clients_.end() || it->second.last_seen == now_) return;
   deadlines_.erase({it->second.last_seen, c});
   it->second.last_seen = now_;
   deadlines_.insert({now_, c});

@@ -311,7 +311,7 @@ class Core {
   Config cfg_;
   Time now_ = 0;
   std::vector<Action> out_;
-  std::map<ClientId, Client> clients_;
+  std::unordered_map<ClientId, Client> clients_;  // looked up only, never iterated
   std::set<std::pair<Time, ClientId>> deadlines_;  // (last_seen, client)
   std::map<MemberId, Member> members_;
   std::map<std::string, Model> models_;

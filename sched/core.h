@@ -1,7 +1,8 @@
 // The registry's state (members, holdings, leases, transactions, pending requests) and the
 // operations on it. Registry (registry.h) is the thin public face; the operations live in
 // one .cc file per concept: membership.cc, model_state.cc, source_chooser.cc,
-// transaction.cc, retention.cc. Ordered containers only, so every decision is deterministic.
+// transaction.cc, deferred.cc, retention.cc. Ordered containers wherever one is iterated, so
+// every decision is deterministic (the unordered ones are only looked up).
 #pragma once
 
 #include <map>

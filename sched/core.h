@@ -1,7 +1,8 @@
 // The registry's state (members, holdings, leases, transactions, pending requests) and the
 // operations on it. Registry (registry.h) is the thin public face; the operations live in
 // one .cc file per concept: membership.cc, model_state.cc, source_chooser.cc,
-// transaction.cc, retention.cc. Ordered containers only, so every decision is deterministic.
+// transaction.cc, deferred.cc, retention.cc. Ordered containers wherever one is iterated, so
+// every decision is deterministic (the unordered ones are only looked up).
 #pragma once
 
 #include <map>
@@ -115,6 +116,11 @@ struct Model {
   std::map<Version, std::set<MemberId>> holders;  // index: members that may serve v now
   // The same by (version, num_shards, shard): a source choice looks at its shard's only.
   std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_holders;
+  // Those of shard_holders with a free reader slot (load() < max_readers_per_source): a
+  // busy holder is refused whoever asks, so choose_replica scans these (same order) and not
+  // the shard's N holders, most of them busy in a fan-out. Kept by index(), unindex() and
+  // add_load().
+  std::map<std::tuple<Version, int, int>, std::set<MemberId>> shard_free;
   std::multiset<int> retains;           // Open.retain of every open member
 };
 
@@ -124,6 +130,17 @@ struct Client {
   std::set<MemberId> members;
   std::map<RequestId, Reply> recent;    // reply cache: retries and duplicates get the same
 };
+
+// The deferred Replicates that share one (model, num_shards, spec, newer_than), by arrival.
+// While a replica holds nothing and has no transaction, its request's answer depends on that
+// key alone (waits_for_model_only): once one has to wait, wake() skips the others of the key
+// until some request is answered, without visiting them (deferred.cc).
+struct DeferredKey {
+  std::set<uint64_t> seqs;       // Pending::seq
+  uint64_t blocked_wake = 0;     // one waited in wake() number blocked_wake ...
+  uint64_t blocked_at = 0;       // ... after blocked_at answers of that wake()
+};
+using DeferredKeys = std::map<std::tuple<std::string, int, Version, Version>, DeferredKey>;
 
 // A request whose reply is deferred.
 struct Pending {
@@ -140,6 +157,9 @@ struct Pending {
   // erased since, so the map node is still there).
   const Member* member_ptr = nullptr;
   uint64_t member_gen = 0;
+  uint64_t seq = 0;               // its place in Core::pending_ (set by defer())
+  bool keyed = false;             // a Replicate that is not an update in place ...
+  DeferredKeys::iterator key{};   // ... and its key (set by defer())
 };
 
 // One candidate source (a member and which of its copies to read).
@@ -203,7 +223,9 @@ class Core {
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots
-  void add_load(MemberId m, int d);  // keeps load_ (model_state.cc)
+  void add_load(MemberId m, int d);  // keeps load_ and Model::shard_free (model_state.cc)
+  // The shard_holders keys m is indexed under now (its live version, its host copies).
+  template <class F> void for_each_index_key(const Member& m, F f) const;
 
   // ---- source_chooser.cc
   // A partial source is picked only if its chain is grounded (not through the requester).
@@ -250,6 +272,23 @@ class Core {
   bool waits_for_model_only(const Pending& p, const Member& m) const;
   void wake();
 
+  // ---- deferred.cc: the deferred requests, indexed so that wake() and the per-request
+  // checks need not visit all of them
+  using PendingIt = std::map<uint64_t, Pending>::iterator;
+  void defer(Pending p);               // appended: retried after those deferred before it
+  PendingIt undefer(PendingIt it);     // forgotten (answered or discarded); the next one
+  void undefer_member(MemberId m);     // all of m's
+  bool has_pending(MemberId m) const;
+  PendingIt first_pending(MemberId m);  // pending_.end() when none
+  bool has_pending(ClientId c, RequestId req) const;
+  // r's shards may no longer wait for the model alone (a transaction started, a shard holds
+  // something): wake() must visit their requests again, not skip them with their key's.
+  void expose(const Replica& r);
+  std::string check_deferred() const;  // check_invariants()
+  // Built with THUB_SCHED_CHECK_WAKE: wake() aborts unless every request it does not visit
+  // between two it visits is one that a visit of each would have skipped.
+  void check_skipped(uint64_t from, uint64_t to, uint64_t answered) const;
+
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
   void begin_update(const Replicate& e, Member& m);
   bool try_grant_update(const Pending& p, Member& m);
@@ -273,7 +312,7 @@ class Core {
   Config cfg_;
   Time now_ = 0;
   std::vector<Action> out_;
-  std::map<ClientId, Client> clients_;
+  std::unordered_map<ClientId, Client> clients_;  // looked up only, never iterated
   std::set<std::pair<Time, ClientId>> deadlines_;  // (last_seen, client)
   std::map<MemberId, Member> members_;
   std::map<std::string, Model> models_;
@@ -284,7 +323,16 @@ class Core {
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;
-  std::vector<Pending> pending_;
+  // By Pending::seq (arrival order: wake() retries them in it).
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_seq_ = 1;
+  DeferredKeys deferred_keys_;
+  // The requests wake() visits whatever their key's state: every one that does not wait for
+  // the model alone (a superset: one found waiting for it at a visit leaves).
+  std::set<uint64_t> exposed_;
+  std::unordered_map<MemberId, std::set<uint64_t>> pending_by_member_;
+  std::multiset<std::pair<ClientId, RequestId>> pending_reqs_;  // (a regrant may briefly share one)
+  uint64_t wakes_ = 0;                              // wake() calls (DeferredKey::blocked_wake)
   // The step changed nothing a deferred request waits for (a heartbeat, a tick, a request
   // that was itself deferred): wake() would answer none, so it is not run (step()).
   bool quiet_ = false;

@@ -8,7 +8,9 @@ namespace thub::sched::detail {
 
 void Core::touch(ClientId c) {
   auto it = clients_.find(c);
-  if (it == clients_.end()) return;
+  // Touched already at this time (a request is touched before and after its deadlines are
+  // checked): nothing to move.
+  if (it == clients_.end() || it->second.last_seen == now_) return;
   deadlines_.erase({it->second.last_seen, c});
   it->second.last_seen = now_;
   deadlines_.insert({now_, c});
@@ -71,9 +73,8 @@ void Core::remove_client(ClientId c, bool orphan_reads) {
   deadlines_.erase({it->second.last_seen, c});
   std::set<MemberId> members = it->second.members;
   // Its deferred requests are discarded (nobody is left to answer).
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [c](const Pending& p) { return p.client == c; }),
-                 pending_.end());
+  // (A request is its member's client's: owned().)
+  for (MemberId m : members) undefer_member(m);
   // All its holdings go first: forgetting one member ends leases, and a drain that ends
   // then decides retention, which must not count the client's other copies any more.
   for (MemberId m : members) hide_leaving(members_.at(m));
@@ -91,9 +92,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   if (it == members_.end()) return;
   Member& m = it->second;
   hide_leaving(m);  // before its own lease ends (that may end a drain: see remove_client)
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [id](const Pending& p) { return p.member == id; }),
-                 pending_.end());
+  undefer_member(id);
   if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {
     // It may still be reading: the source stays loaded and undrained until the grace ends.
     Lease& l = leases_.at(m.own_lease);
@@ -223,12 +222,13 @@ void Core::on(const Unpublish& e) {
     leave_transaction(*m);
   }
   // An update in place still waiting for its drain is abandoned: the member is unpublished.
-  for (size_t i = 0; i < pending_.size(); ++i)
-    if (pending_[i].member == m->id && pending_[i].kind == Pending::Kind::kReplicate) {
-      reply_err(pending_[i].client, pending_[i].req, Status::kState, "unpublished while updating");
-      pending_.erase(pending_.begin() + static_cast<long>(i));
-      break;
-    }
+  if (auto bm = pending_by_member_.find(m->id); bm != pending_by_member_.end())
+    for (uint64_t seq : bm->second)
+      if (PendingIt it = pending_.find(seq); it->second.kind == Pending::Kind::kReplicate) {
+        reply_err(it->second.client, it->second.req, Status::kState, "unpublished while updating");
+        undefer(it);  // bm->second changed: stop here
+        break;
+      }
   m->unpublish_pending = true;
   m->unpublish_req = e.req;
   if (m->buf == Buf::kOffloading) return;  // the update's offload goes on; acked after the drain

@@ -18,29 +18,40 @@ bool Core::serves_offload(const Member& m, Version v) const {
   return it != m.offloaded.end() && !it->second.dropping;
 }
 
+// The keys unindex() drops m from: a superset of those index() added it under.
+template <class F>
+void Core::for_each_index_key(const Member& m, F f) const {
+  if (m.buf != Buf::kEmpty) f(std::tuple<Version, int, int>{m.version, m.num_shards, m.shard});
+  for (const auto& [v, c] : m.offloaded) f(std::tuple<Version, int, int>{v, m.num_shards, m.shard});
+}
+
 void Core::unindex(const Member& m) {
   Model* md = model_of(m);
   if (!md) return;
-  auto drop = [&](Version v) {
-    auto it = md->holders.find(v);
+  auto drop = [&](const std::tuple<Version, int, int>& key) {
+    auto it = md->holders.find(std::get<0>(key));
     if (it == md->holders.end()) return;
     it->second.erase(m.id);
     if (it->second.empty()) md->holders.erase(it);
-    auto sit = md->shard_holders.find({v, m.num_shards, m.shard});
-    if (sit == md->shard_holders.end()) return;
-    sit->second.erase(m.id);
-    if (sit->second.empty()) md->shard_holders.erase(sit);
+    for (auto* index : {&md->shard_holders, &md->shard_free}) {
+      auto sit = index->find(key);
+      if (sit == index->end()) continue;
+      sit->second.erase(m.id);
+      if (sit->second.empty()) index->erase(sit);
+    }
   };
-  if (m.buf != Buf::kEmpty) drop(m.version);
-  for (const auto& [v, c] : m.offloaded) drop(v);
+  for_each_index_key(m, drop);
 }
 
 void Core::index(const Member& m) {
+  if (m.rep) expose(*m.rep);  // its buffers or host copies changed (deferred.cc)
   Model* md = model_of(m);
   if (!md || m.leaving) return;
+  bool free = load(m.id) < cfg_.max_readers_per_source;
   auto add = [&](Version v) {
     md->holders[v].insert(m.id);
     md->shard_holders[{v, m.num_shards, m.shard}].insert(m.id);
+    if (free) md->shard_free[{v, m.num_shards, m.shard}].insert(m.id);
   };
   if (serves_live(m, m.version)) add(m.version);
   for (const auto& [v, c] : m.offloaded)
@@ -147,8 +158,27 @@ int Core::load(MemberId id) const {
 
 void Core::add_load(MemberId id, int d) {
   auto it = load_.try_emplace(id, 0).first;
+  bool was_free = it->second < cfg_.max_readers_per_source;
   it->second += d;
+  bool free = it->second < cfg_.max_readers_per_source;
   if (it->second == 0) load_.erase(it);
+  if (free == was_free) return;
+  // The slot filled or freed: the holder enters or leaves shard_free under every key it is
+  // indexed under now (none between an unindex() and its index(), which decides then).
+  auto mit = members_.find(id);
+  if (mit == members_.end()) return;
+  Model* md = model_of(mit->second);
+  if (!md) return;
+  for_each_index_key(mit->second, [&](const std::tuple<Version, int, int>& key) {
+    auto hit = md->shard_holders.find(key);
+    if (hit == md->shard_holders.end() || !hit->second.count(id)) return;
+    if (free) {
+      md->shard_free[key].insert(id);
+    } else if (auto fit = md->shard_free.find(key); fit != md->shard_free.end()) {
+      fit->second.erase(id);
+      if (fit->second.empty()) md->shard_free.erase(fit);
+    }
+  });
 }
 
 }  // namespace thub::sched::detail

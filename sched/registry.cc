@@ -76,8 +76,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
             out_.emplace_back(it->second);
             return;
           }
-          for (const Pending& p : pending_)
-            if (p.client == e.client && p.req == e.req) return;
+          if (has_pending(e.client, e.req)) return;
           for (MemberId id : c.members) {
             const Member& m = members_.at(id);
             if (m.unpublish_pending && m.unpublish_req == e.req) return;
@@ -134,7 +133,7 @@ std::string Core::describe() const {
   std::ostringstream os;
   os << "clients " << clients_.size() << ", members " << members_.size() << ", leases "
      << leases_.size() << ", pending " << pending_.size() << "\n";
-  for (const Pending& p : pending_)
+  for (const auto& [seq, p] : pending_)
     os << "  pending " << (p.kind == Pending::Kind::kRegrant ? "regrant" : "replicate")
        << " client " << p.client << " req " << p.req << " member " << p.member << " spec "
        << p.spec << " newer_than " << p.newer_than << " version " << p.version << "\n";
@@ -186,17 +185,22 @@ std::string Core::check_invariants() const {
         if (auto it = members_.find(id); it != members_.end())
           by_shard[{v, it->second.num_shards, it->second.shard}].insert(id);
     if (by_shard != md.shard_holders) err << "model " << name << ": shard_holders differs from holders\n";
+    for (auto kv = by_shard.begin(); kv != by_shard.end();) {
+      for (auto it = kv->second.begin(); it != kv->second.end();)
+        it = load(*it) < cfg_.max_readers_per_source ? std::next(it) : kv->second.erase(it);
+      kv = kv->second.empty() ? by_shard.erase(kv) : std::next(kv);
+    }
+    if (by_shard != md.shard_free) err << "model " << name << ": shard_free differs from the free holders\n";
   }
   for (const auto& [id, m] : members_) {
     if (load(id) > cfg_.max_readers_per_source)
       err << "member " << id << " has load " << load(id) << " > max\n";
-    bool waits = false;
-    for (const Pending& p : pending_) waits = waits || p.member == id;
+    bool waits = has_pending(id);
     if (m.buf == Buf::kReceiving && !leases_.count(m.own_lease) && !waits)
       err << "member " << id << " receives without a lease\n";
   }
   // A deferred request with an idle eligible source is a lost wake-up.
-  for (const Pending& p : pending_) {
+  for (const auto& [seq, p] : pending_) {
     auto it = members_.find(p.member);
     if (it == members_.end()) {
       err << "pending request of a gone member " << p.member << "\n";
@@ -220,6 +224,7 @@ std::string Core::check_invariants() const {
         choose_replica(m, v))
       err << "replicate of member " << p.member << " v" << v << " could proceed\n";
   }
+  err << check_deferred();
   return err.str();
 }
 

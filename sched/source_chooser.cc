@@ -37,15 +37,14 @@ const Key kBest{false, 0, false};
 std::optional<std::string> Core::choose_replica(const Member& req, Version v) const {
   const Model* md = model_of(req);
   if (!md) return std::nullopt;
-  auto hit = md->shard_holders.find({v, req.num_shards, req.shard});
-  if (hit == md->shard_holders.end()) return std::nullopt;
+  // A busy holder is refused by pick_in whoever asks: only the free ones are scanned, in the
+  // same (id) order (the checks below only skip too, so their order decides nothing).
+  auto hit = md->shard_free.find({v, req.num_shards, req.shard});
+  if (hit == md->shard_free.end()) return std::nullopt;
   const std::string& dc = clients_.at(req.client).datacenter;
   std::optional<std::string> best;
   Key best_key;
   for (MemberId id : hit->second) {
-    // A busy holder is refused by pick_in whoever asks: skipped before its member is even
-    // looked up (the checks below only skip too, so their order decides nothing).
-    if (load(id) >= cfg_.max_readers_per_source) continue;
     const Member& cand = members_.at(id);
     if (cand.shard != req.shard || cand.num_shards != req.num_shards) continue;
     // cand is its replica's shard req.shard (a holder is open; one member per shard).

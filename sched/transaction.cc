@@ -42,9 +42,8 @@ void Core::on(const Replicate& e) {
                      std::string("member is ") + buf_name(m->buf) + " version " +
                          std::to_string(m->version) + ": unpublish before replicating");
   }
-  for (const Pending& q : pending_)
-    if (q.member == m->id)
-      return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
+  if (has_pending(m->id))
+    return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
   m->descriptor = e.descriptor;
   m->shunned.clear();  // a new transfer: what the last one reported no longer applies
   Pending p;
@@ -57,7 +56,7 @@ void Core::on(const Replicate& e) {
   if (!try_replicate(p)) {
     // Deferred: nothing changed that another deferred request waits for (only this member's
     // own descriptor and its shard's `refused` mark, which decide no wait).
-    pending_.push_back(p);
+    defer(p);
     quiet_ = true;
   }
 }
@@ -68,11 +67,11 @@ void Core::on(const Replicate& e) {
 void Core::on(const Cancel& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    const Pending p = pending_[i];
-    if (p.member != m->id) continue;
-    if (m->buf != Buf::kEmpty || p.in_place) break;
-    pending_.erase(pending_.begin() + static_cast<long>(i));
+  if (PendingIt it = first_pending(m->id); it != pending_.end()) {
+    const Pending p = it->second;
+    if (m->buf != Buf::kEmpty || p.in_place)
+      return reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
+    undefer(it);
     leave_transaction(*m);
     reply_err(p.client, p.req, Status::kCanceled, "canceled while waiting at the registry");
     reply(make_reply(e.client, e.req));
@@ -261,7 +260,7 @@ bool Core::try_replicate(const Pending& p) {
       Pending q = p;
       q.kind = Pending::Kind::kRegrant;
       q.version = v;
-      pending_.push_back(q);
+      defer(q);
       return true;  // answered later as a regrant
     }
     fail_replicate(p, m, Status::kVersionLost,
@@ -411,6 +410,7 @@ void Core::start_transaction(Replica& r, Transaction t) {
   for (int s : r.refused) t.joined.insert(s);  // they got their answer for this round
   r.refused.clear();
   r.txn = std::move(t);
+  expose(r);  // its shards' deferred requests no longer wait for the model alone
 }
 
 void Core::leave_transaction(const Member& m) {
@@ -514,19 +514,15 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
     if (auto c = s.offloaded.find(v); c != s.offloaded.end()) c->second.dropping = true;
   } else if ((s.buf == Buf::kDraining || s.buf == Buf::kOffloading) && s.version == v) {
     s.intact = false;  // never offload or restore data a reader found broken
-    for (Pending& p : pending_)
-      if (p.member == id) p.restorable = false;
+    if (auto bm = pending_by_member_.find(id); bm != pending_by_member_.end())
+      for (uint64_t seq : bm->second) pending_.at(seq).restorable = false;
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.
-    for (size_t i = 0; i < pending_.size();) {
-      if (pending_[i].member != id) {
-        ++i;
-        continue;
-      }
-      reply_err(pending_[i].client, pending_[i].req, Status::kTransport,
+    for (PendingIt it = first_pending(id); it != pending_.end(); it = first_pending(id)) {
+      reply_err(it->second.client, it->second.req, Status::kTransport,
                 "this member was reported failed by its readers; unpublish, then replicate again");
-      pending_.erase(pending_.begin() + static_cast<long>(i));
+      undefer(it);
     }
     s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
     s.intact = false;
@@ -559,7 +555,7 @@ void Core::on(const SourceFailed& e) {
   p.req = e.req;
   p.member = e.member;
   p.version = l.version;
-  if (!try_regrant(p)) pending_.push_back(p);
+  if (!try_regrant(p)) defer(p);
 }
 
 // A deferred Replicate of a replica that holds nothing (every shard's buffers empty, no host
@@ -600,46 +596,59 @@ bool Core::waits_for_model_only(const Pending& p, const Member& m) const {
   return only;
 }
 
+// Tries the deferred requests in arrival order, pass after pass while one was answered.
+// Skipped (no try) is a request that waits for the model's state alone when one of its key
+// already had to wait and nothing was answered since (a try that waits changes nothing):
+// such requests are not even visited. A pass visits, in arrival order, the exposed requests
+// (all that might not wait for the model alone: deferred.cc) and, for each key not known to
+// wait, the next request of its queue; so it tries exactly the requests, in the order, that
+// a visit of every request would, at a cost in the requests tried, not in those waiting.
 void Core::wake() {
-  using Key = std::tuple<std::string, int, Version, Version>;
-  std::map<Key, uint64_t> waiting;  // key -> `answered` when one request of that key waited
   uint64_t answered = 0;
   bool progress = true;
   ++wake_gen_;  // the state changed since the last wake()
+  ++wakes_;
+  auto blocked = [&](const DeferredKey& k) { return k.blocked_wake == wakes_ && k.blocked_at == answered; };
   while (progress && !pending_.empty()) {
     progress = false;
-    for (size_t i = 0; i < pending_.size();) {
-      Pending& q = pending_[i];
+    for (uint64_t pos = 0;;) {
+      uint64_t next = 0;
+      if (auto e = exposed_.upper_bound(pos); e != exposed_.end()) next = *e;
+      for (const auto& [k, dk] : deferred_keys_)
+        if (!blocked(dk))
+          if (auto q = dk.seqs.upper_bound(pos); q != dk.seqs.end() && (next == 0 || *q < next)) next = *q;
+#ifdef THUB_SCHED_CHECK_WAKE
+      check_skipped(pos, next ? next : UINT64_MAX, answered);
+#endif
+      if (next == 0) break;
+      pos = next;
+      PendingIt it = pending_.find(pos);
+      Pending& q = it->second;
       if (q.member_gen != member_changes_) {
         auto mit = members_.find(q.member);
         if (mit == members_.end()) {
-          pending_.erase(pending_.begin() + static_cast<long>(i));
+          undefer(it);
           continue;
         }
         q.member_ptr = &mit->second;
         q.member_gen = member_changes_;
       }
-      std::optional<Key> key;
-      if (waits_for_model_only(q, *q.member_ptr)) {
-        const Member& m = *q.member_ptr;
-        key = Key{m.model, m.num_shards, q.spec, q.newer_than};
-        if (auto w = waiting.find(*key); w != waiting.end() && w->second == answered) {
-          ++i;  // nothing changed since an identical request had to wait
-          continue;
-        }
+      bool model_only = waits_for_model_only(q, *q.member_ptr);
+      if (model_only) {
+        exposed_.erase(pos);  // visited through its key's queue from now on (until exposed)
+        if (blocked(q.key->second)) continue;  // an identical request had to wait since the last answer
       }
-      Pending p = q;  // try_* may append to pending_
+      Pending p = q;  // try_* may defer more requests
       ++wake_gen_;    // a try may change what waits_for_model_only read
       bool done = p.kind == Pending::Kind::kRegrant ? try_regrant(p) : try_replicate(p);
       ++wake_gen_;
       if (done) {
-        // try_* may have appended; the answered entry is still at i
-        pending_.erase(pending_.begin() + static_cast<long>(i));
+        undefer(pending_.find(pos));
         progress = true;
         ++answered;
-      } else {
-        if (key) waiting[*key] = answered;  // a try that waits changes nothing
-        ++i;
+      } else if (model_only) {
+        p.key->second.blocked_wake = wakes_;  // a try that waits changes nothing
+        p.key->second.blocked_at = answered;
       }
     }
   }

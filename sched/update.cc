@@ -7,9 +7,8 @@
 namespace thub::sched::detail {
 
 void Core::begin_update(const Replicate& e, Member& m) {
-  for (const Pending& q : pending_)
-    if (q.member == m.id)
-      return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
+  if (has_pending(m.id))
+    return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
   m.shunned.clear();  // a new transfer (if any): what the last one reported no longer applies
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   Version v = -1;
@@ -69,7 +68,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.in_place = true;
   p.restorable = true;
   p.held = held;
-  pending_.push_back(p);  // granted by wake() once the buffers are empty
+  defer(p);  // granted by wake() once the buffers are empty
 }
 
 // After the drain: the version was fixed for the whole replica when the update began; the

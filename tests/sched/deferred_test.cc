@@ -1,7 +1,7 @@
 // The queue of deferred requests: requests that wait for a busy source are answered in
 // arrival order as sources free up, and a request waiting for one version is not held back
 // by requests waiting for another (wake() skips retrying requests that wait for the same
-// thing as one that just had to wait: transaction.cc).
+// thing as one that just had to wait: transaction.cc, deferred.cc).
 #include <map>
 #include <string>
 #include <utility>
@@ -95,6 +95,51 @@ TEST(DeferredTest, WaitingReplicasAreServedInArrivalOrder) {
   collect();
   ASSERT_EQ(got.size(), 8u);
   for (int s = 0; s < 2; ++s) EXPECT_EQ(source("d", s), member("t", s));
+}
+
+// wake() skips the requests of a key (model, num_shards, spec, newer_than) once one of them
+// had to wait, but not one whose replica opened a transaction since: it no longer waits for
+// the model alone. Here b/1 waits for "latest" behind c/0, which waits for it too; b/0 asks
+// for version 0, which is free, and b/1 joins that transaction in the same step while c/0
+// still waits. (The harness checks after each step that every deferred request that does
+// not wait for the model alone is visited by wake(): check_invariants.)
+TEST(DeferredTest, ARequestWhoseReplicaStartedATransactionIsNotSkippedWithItsKey) {
+  Harness h(no_pipeline());
+  std::map<std::string, std::vector<MemberId>> m;
+  std::map<std::string, ClientId> client;
+  ClientId next = 1;
+  for (std::string r : {"t", "x", "a", "b", "c"}) {
+    client[r] = next;
+    h.connect(next);
+    for (int s = 0; s < 2; ++s) m[r].push_back(h.open(next, "m", r, s, 2));
+    ++next;
+  }
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_EQ(h.publish(client["t"], m["t"][static_cast<size_t>(s)], 0), Status::kOk);
+    ASSERT_EQ(h.publish(client["x"], m["x"][static_cast<size_t>(s)], 1), Status::kOk);
+  }
+  std::vector<LeaseId> la;
+  for (int s = 0; s < 2; ++s) {  // a reads x (version 1, the latest): x is busy
+    auto g = h.replicate_now(client["a"], m["a"][static_cast<size_t>(s)], -1);
+    ASSERT_TRUE(g && g->status == Status::kOk && g->source == m["x"][static_cast<size_t>(s)]);
+    la.push_back(g->lease);
+  }
+  RequestId qc0 = h.replicate(client["c"], m["c"][0], -1);
+  RequestId qb1 = h.replicate(client["b"], m["b"][1], -1);
+  EXPECT_FALSE(h.reply_to(client["c"], qc0));
+  EXPECT_FALSE(h.reply_to(client["b"], qb1));
+  h.done(client["a"], m["a"][0], la[0]);  // a retry of both: x/1 is still busy
+  EXPECT_FALSE(h.reply_to(client["c"], qc0));
+  EXPECT_FALSE(h.reply_to(client["b"], qb1));
+  auto g0 = h.replicate_now(client["b"], m["b"][0], 0);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->source, m["t"][0]);
+  auto g1 = h.reply_to(client["b"], qb1);  // joined b's transaction: version 0 from t
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->status, Status::kOk);
+  EXPECT_EQ(g1->version, 0);
+  EXPECT_EQ(g1->source, m["t"][1]);
+  EXPECT_FALSE(h.reply_to(client["c"], qc0));  // x is still busy
 }
 
 }  // namespace

@@ -24,13 +24,10 @@ void Core::on(const Replicate& e) {
       !m->unpublish_pending)
     return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
-    // This shard cannot take part in its replica's open transaction (it would wait for it
-    // for ever, and the replica's next request would join the stale one): it leaves it;
-    // if none is open yet, the one that another shard opens next must not wait for it.
-    if (rep.txn)
-      leave_transaction(*m);
-    else
-      rep.refused.insert(m->shard);
+    // This shard cannot take part in its replica's transaction of this round (it would wait
+    // for it for ever): it leaves it; if none is open yet, the one that another shard opens
+    // must not wait for it.
+    leave_round(*m, e.round);
     // A holder asking for something newer than what it does not hold: nothing newer is
     // still worth knowing at once.
     Version v = -1;
@@ -54,11 +51,14 @@ void Core::on(const Replicate& e) {
   p.member = e.member;
   p.spec = e.spec;
   p.newer_than = e.newer_than;
+  p.round = e.round;
+  const bool left = enter_round(*m, e.round);
   if (!try_replicate(p)) {
     // Deferred: nothing changed that another deferred request waits for (only this member's
-    // own descriptor and its shard's `refused` mark, which decide no wait).
+    // own descriptor and its shard's `refused` mark, which decide no wait), unless it left
+    // a transaction of an earlier round, whose slot reserved for it is free now.
     pending_.push_back(p);
-    quiet_ = true;
+    quiet_ = !left;
   }
 }
 
@@ -73,7 +73,10 @@ void Core::on(const Cancel& e) {
     if (p.member != m->id) continue;
     if (m->buf != Buf::kEmpty || p.in_place) break;
     pending_.erase(pending_.begin() + static_cast<long>(i));
-    leave_transaction(*m);
+    if (p.round == 0)
+      leave_transaction(*m);
+    else
+      leave_round(*m, p.round);  // also when no transaction of its round is open yet
     reply_err(p.client, p.req, Status::kCanceled, "canceled while waiting at the registry");
     reply(make_reply(e.client, e.req));
     return;
@@ -233,22 +236,22 @@ bool Core::try_replicate(const Pending& p) {
   if (m.buf != Buf::kEmpty) return false;  // an update in place: its old holding drains first
   if (p.in_place) return try_grant_update(p, m);
   Replica& r = models_.at(m.model).replicas.at(m.replica);
-  if (r.txn) {
-    Transaction& t = *r.txn;
+  if (Transaction* tp = transaction(r, p.round)) {
+    Transaction& t = *tp;
     if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
     if (t.status != Status::kOk) {
       fail_replicate(p, m, t.status, t.detail);
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
       return true;
     }
     Version v = t.version;
     if (v <= p.newer_than) {
       fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
       return true;
     }
     MemberId src = t.reserved.count(m.shard) ? t.reserved[m.shard] : 0;
-    finish_shard(r, m.shard);  // frees the reserved slot, so that pick_in may take it
+    finish_shard(r, p.round, m.shard);  // frees the reserved slot, so that pick_in may take it
     std::optional<SourcePick> pick;
     if (src && members_.count(src)) pick = pick_in(members_.at(src), v, m.id);
     // The reserved source vanished since: like a source failure right after the grant.
@@ -290,23 +293,26 @@ bool Core::try_replicate(const Pending& p) {
     // The other shards of the replica get the same answer (a transaction without a grant).
     if (m.num_shards > 1) {
       Transaction t;
+      t.round = p.round;
       t.status = st;
       t.detail = detail;
       start_transaction(r, std::move(t));
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
     }
     fail_replicate(p, m, st, detail);
     return true;
   }
   const Replica& sr = models_.at(m.model).replicas.at(*src);
   Transaction t;
+  t.round = p.round;
   t.version = v;
   t.source_replica = *src;
   start_transaction(r, std::move(t));
+  Transaction& opened = *transaction(r, p.round);
   for (int s = 0; s < m.num_shards; ++s)
-    if (s != m.shard && !r.txn->joined.count(s)) reserve(*r.txn, s, sr.shards.at(s));
+    if (s != m.shard && !opened.joined.count(s)) reserve(opened, s, sr.shards.at(s));
   SourcePick pick = *pick_in(members_.at(sr.shards.at(m.shard)), v, m.id);
-  finish_shard(r, m.shard);
+  finish_shard(r, p.round, m.shard);
   grant(p, m, v, pick);
   return true;
 }
@@ -400,25 +406,80 @@ void Core::cancel_own_lease(Member& m) {
   if (m.own_lease) end_lease(m.own_lease);
 }
 
-void Core::finish_shard(Replica& r, int shard) {
-  if (!r.txn) return;
-  r.txn->joined.insert(shard);
-  unreserve(*r.txn, shard);
-  if (static_cast<int>(r.txn->joined.size()) >= r.num_shards) r.txn.reset();
+Transaction* Core::transaction(Replica& r, uint64_t round) {
+  auto it = r.txns.find(round);
+  return it == r.txns.end() ? nullptr : &it->second;
+}
+
+void Core::finish_shard(Replica& r, uint64_t round, int shard) {
+  auto it = r.txns.find(round);
+  if (it == r.txns.end()) return;
+  it->second.joined.insert(shard);
+  unreserve(it->second, shard);
+  if (static_cast<int>(it->second.joined.size()) >= r.num_shards) r.txns.erase(it);
 }
 
 void Core::start_transaction(Replica& r, Transaction t) {
-  for (int s : r.refused) t.joined.insert(s);  // they got their answer for this round
-  r.refused.clear();
-  r.txn = std::move(t);
+  // Shards done with this round (or a later one) without a transaction of it got their
+  // answer for it elsewhere, or none is coming. A round-less mark concerns only the next one.
+  for (auto it = r.refused.begin(); it != r.refused.end();) {
+    const bool roundless = t.round == 0 || it->second == 0;
+    if (roundless || it->second >= t.round) t.joined.insert(it->first);
+    if (roundless)
+      it = r.refused.erase(it);
+    else
+      ++it;
+  }
+  const uint64_t round = t.round;
+  r.txns[round] = std::move(t);
+}
+
+// A request of round R (> 0): its shard is done with every earlier round, so the
+// transactions of those rounds it has not joined stop waiting for it (and free the slot
+// they reserved for it), and one opened later does not wait for it either.
+bool Core::enter_round(const Member& m, uint64_t round) {
+  if (round == 0) return false;
+  Replica& r = *m.rep;
+  bool left = false;
+  for (auto it = r.txns.begin(); it != r.txns.end() && it->first < round;) {
+    const uint64_t t = (it++)->first;  // finish_shard may erase it
+    if (!r.txns.at(t).joined.count(m.shard)) {
+      finish_shard(r, t, m.shard);
+      left = true;
+    }
+  }
+  if (round > 1) {
+    uint64_t& mark = r.refused[m.shard];
+    mark = std::max(mark, round - 1);
+  }
+  return left;
+}
+
+void Core::leave_round(const Member& m, uint64_t round) {
+  Replica& r = *m.rep;
+  if (round == 0) {
+    if (r.txns.count(0))
+      finish_shard(r, 0, m.shard);
+    else
+      r.refused[m.shard] = 0;
+    return;
+  }
+  enter_round(m, round);
+  finish_shard(r, round, m.shard);
+  uint64_t& mark = r.refused[m.shard];
+  mark = std::max(mark, round);
 }
 
 void Core::leave_transaction(const Member& m) {
   Model* md = model_of(m);
   if (!md) return;
   auto it = md->replicas.find(m.replica);
-  if (it == md->replicas.end() || !it->second.txn) return;
-  if (!it->second.txn->joined.count(m.shard)) finish_shard(it->second, m.shard);
+  if (it == md->replicas.end()) return;
+  Replica& r = it->second;
+  std::vector<uint64_t> rounds;
+  for (const auto& [round, t] : r.txns)
+    if (!t.joined.count(m.shard)) rounds.push_back(round);
+  for (uint64_t round : rounds) finish_shard(r, round, m.shard);
 }
 
 void Core::on(const TransferDone& e) {
@@ -581,7 +642,7 @@ bool Core::waits_for_model_only(const Pending& p, const Member& m) const {
   if (p.kind != Pending::Kind::kReplicate || p.in_place) return false;
   const Replica& r = *m.rep;
   if (r.model_only_gen == wake_gen_) return r.model_only;
-  bool only = !r.txn;
+  bool only = r.txns.empty();
   if (only && r.shard_ptrs_gen != member_changes_) {
     r.shard_ptrs.clear();
     for (const auto& [s, id] : r.shards) r.shard_ptrs.push_back(&members_.at(id));

@@ -86,6 +86,10 @@ struct Replicate {    // reply (maybe deferred): Grant, or NotFound / NotUpdated
   Version newer_than = -1;    // THUB_Update: grant only a version > this, else NotUpdated
   uint64_t layout_hash;
   std::string descriptor;     // this member's own, so that it can serve as a partial source
+  // The user's n-th replicate or update of this model handle (1, 2, ...): the shards of a
+  // replica ask in lockstep, so equal rounds are one replica-level transaction. 0: no round
+  // (a client that does not say): it joins whatever transaction is open.
+  uint64_t round = 0;
 };
 struct TransferDone { // the granted transfer finished; the member now holds the version fully
   ClientId client;

@@ -85,7 +85,9 @@ void MemberMachine::on(const OpPublish& e) {
 }
 
 void MemberMachine::on(const OpReplicate& e) {
+  const uint64_t round = ++rounds_;  // every call counts, as every shard makes it
   if (!start(e.op, Kind::kReplicate)) return;
+  op_->round = round;
   if (!e.update && phase_ == Phase::kHolding) {
     return finish(Code::kState, "replicate while holding version " + std::to_string(version_) +
                                     ": unpublish first, or use THUB_Update");
@@ -167,7 +169,7 @@ void MemberMachine::send_op_request() {
       if (phase_ == Phase::kReceiving) {
         // Resuming a transfer at a registry that does not know it: ask for the same version.
         op.stage = Stage::kRecovering;
-        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_});
+        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round});
       } else if (op.fill_promised) {
         // A registry may have granted the lost request and chained readers on us under its
         // fill: a grant of another version must not fill the same one (they would take it).
@@ -176,7 +178,8 @@ void MemberMachine::send_op_request() {
         out_.emplace_back(PrepareFill{op.id});
       } else {
         op.fill_promised = true;
-        send(Purpose::kOp, sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor});
+        send(Purpose::kOp,
+             sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor, op.round});
       }
       break;
     case Kind::kUnpublish:
@@ -574,7 +577,7 @@ void MemberMachine::on(const TransferEnded& e) {
   op.stage = Stage::kRecovering;
   if (grant_generation_ != generation_) {
     // The registry that granted us is gone, and with it our lease.
-    send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_});
+    send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_, op.round});
   } else {
     send(Purpose::kOp, sched::SourceFailed{0, 0, member_, lease_, have_});
   }

@@ -157,6 +157,7 @@ class MemberMachine {
     Kind kind = Kind::kOpen;
     Stage stage = Stage::kAsked;
     int64_t spec = -1, newer_than = -1;
+    uint64_t round = 0;       // replicate: the user's n-th replicate or update of this handle
     uint64_t layout_hash = 0;
     std::string descriptor;
     uint32_t fill = 0;
@@ -229,6 +230,10 @@ class MemberMachine {
   uint64_t transfer_ = 0;           // the transfer running (BeginTransfer.transfer)
   std::optional<Op> op_;
   uint64_t next_req_ = 1;
+  // THUB_Replicate/THUB_Update calls so far: the shards of a replica call them in lockstep,
+  // so the n-th call of every shard is one round, one transaction at the registry
+  // (sched::Replicate::round).
+  uint64_t rounds_ = 0;
   struct Pending {
     Purpose purpose = Purpose::kOp;
     uint64_t generation = 0;  // of the connection it was sent on

@@ -1,0 +1,147 @@
+// Transactions keyed by round (Replicate::round, the user's n-th replicate of the model
+// handle): a round's answer is never handed to another round's request, and a shard that
+// asks a round alone, or never asks one, leaves no transaction waiting for the others (the
+// stale-transaction finding of docs/sched.md, seeds 30, 44, 107, 2605, 2875, 4504 there).
+#include "tests/sched/harness.h"
+
+namespace thub::sched::testing {
+namespace {
+
+// Trainer t (2 shards) publishes; rollouts r and x (2 shards each) replicate by round.
+struct Rounds {
+  Harness h{Config{5'000'000, 1, false}};  // one reader per source, no pipelining
+  MemberId t0, t1, r0, r1, x0, x1;
+  Rounds() {
+    h.connect(1);
+    t0 = h.open(1, "pol", "t", 0, 2);
+    t1 = h.open(1, "pol", "t", 1, 2);
+    h.connect(2);
+    r0 = h.open(2, "pol", "r", 0, 2);
+    r1 = h.open(2, "pol", "r", 1, 2);
+    h.connect(3);
+    x0 = h.open(3, "pol", "x", 0, 2);
+    x1 = h.open(3, "pol", "x", 1, 2);
+  }
+  void publish(Version v) {
+    EXPECT_EQ(h.publish(1, t0, v), Status::kOk);
+    EXPECT_EQ(h.publish(1, t1, v), Status::kOk);
+  }
+  RequestId ask(ClientId c, MemberId m, Version spec, uint64_t round) {
+    RequestId q = h.next_req();
+    h.send(Replicate{c, q, m, spec, -1, 7, "d" + std::to_string(m), round});
+    return q;
+  }
+  std::optional<Reply> ask_now(ClientId c, MemberId m, Version spec, uint64_t round) {
+    return h.reply_to(c, ask(c, m, spec, round));
+  }
+  void finish(ClientId c, MemberId m, const std::optional<Reply>& g) {
+    ASSERT_TRUE(g && g->status == Status::kOk);
+    h.done(c, m, g->lease);
+    ASSERT_EQ(h.reply_to(c, h.unpublish(c, m))->status, Status::kOk);
+  }
+};
+
+// Shard 1 asks round 1 alone (its answer lost with a registry that restarted, while shard 0
+// got its round-1 answer there): shard 0's round 2 gets round 2's answer (the latest now),
+// not round 1's (seed 30: an absolute spec answered another version; 44: versions differ).
+TEST(RoundTest, NextRoundDoesNotJoinARoundAskedAlone) {
+  Rounds s;
+  s.publish(1);
+  auto alone = s.ask_now(2, s.r1, -1, 1);
+  ASSERT_TRUE(alone && alone->status == Status::kOk);
+  EXPECT_EQ(alone->version, 1);
+  s.finish(2, s.r1, alone);
+  ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t0))->status, Status::kOk);  // t moves to v2
+  ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t1))->status, Status::kOk);
+  s.publish(2);
+  auto g0 = s.ask_now(2, s.r0, 2, 2);  // round 2 by number: version 2, not round 1's v1
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->version, 2);
+  auto g1 = s.ask_now(2, s.r1, 2, 2);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 2);
+  EXPECT_EQ(g1->source, s.t1);
+}
+
+// A shard canceled at the registry before any shard opened the round: the round that the
+// other shard opens does not wait for it, and its next round opens its own transaction
+// (seed 4504: several shards canceled left marks a later round took for its own).
+TEST(RoundTest, CanceledShardIsNotWaitedForAndItsNextRoundIsItsOwn) {
+  Rounds s;
+  s.publish(1);
+  auto gx = s.ask_now(3, s.x0, 1, 1);  // x reads t0: r's shard 0 must wait
+  ASSERT_TRUE(gx && gx->status == Status::kOk);
+  RequestId q0 = s.ask(2, s.r0, -1, 1);
+  ASSERT_FALSE(s.h.reply_to(2, q0));
+  RequestId c = s.h.next_req();
+  s.h.send(Cancel{2, c, s.r0});
+  ASSERT_EQ(s.h.reply_to(2, c)->status, Status::kOk);
+  ASSERT_EQ(s.h.reply_to(2, q0)->status, Status::kCanceled);
+  auto gx1 = s.ask_now(3, s.x1, 1, 1);
+  s.finish(3, s.x0, gx);
+  s.finish(3, s.x1, gx1);
+  auto g1 = s.ask_now(2, s.r1, -1, 1);  // round 1 of shard 1 alone: nobody else will ask it
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  s.finish(2, s.r1, g1);
+  // Round 1 is over for both shards: both sources are free for x's next round.
+  auto x0 = s.ask_now(3, s.x0, 1, 2);
+  auto x1 = s.ask_now(3, s.x1, 1, 2);
+  ASSERT_TRUE(x0 && x0->status == Status::kOk);
+  ASSERT_TRUE(x1 && x1->status == Status::kOk);
+}
+
+// A transaction opened by one shard's round keeps a source slot for the other; when that
+// other shard asks a later round it is done with the earlier one: the slot is freed at once
+// for another replica (seeds 2605, 4897: reserved slots held up other replicas; 107: the
+// lone shard's next request was never answered).
+TEST(RoundTest, LaterRoundFreesTheSlotAnEarlierRoundKeptForIt) {
+  Rounds s;
+  s.publish(1);
+  auto g1 = s.ask_now(2, s.r1, -1, 4);  // round 4 of shard 1 alone: a slot on t0 kept for r0
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  s.finish(2, s.r1, g1);
+  RequestId qx = s.ask(3, s.x0, 1, 1);
+  ASSERT_FALSE(s.h.reply_to(3, qx));  // t0's one slot is r0's
+  // r0 never asked round 4 and asks round 5 now (a version never published): it is not
+  // handed round 4's v1, and round 4 stops keeping t0's slot for it.
+  auto nf = s.ask_now(2, s.r0, 9, 5);
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, Status::kNotFound);
+  auto x = s.h.reply_to(3, qx);
+  ASSERT_TRUE(x && x->status == Status::kOk);
+  EXPECT_EQ(x->source, s.t0);
+}
+
+// Shard 1 asks round 3 alone, then round 4 comes with both shards: shard 0, which never
+// asked round 3, is not handed round 3's answer, and its round-4 request does not wait for
+// round 3 to end (seed 2875: a shard resuming at a new registry got another version).
+TEST(RoundTest, RoundAskedByOneShardDoesNotAnswerAnother) {
+  Rounds s;
+  s.publish(1);
+  auto g1 = s.ask_now(2, s.r1, -1, 3);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+  s.finish(2, s.r1, g1);
+  auto nf = s.ask_now(2, s.r0, 5, 4);  // round 4 asks version 5: never published
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, Status::kNotFound);
+  nf = s.ask_now(2, s.r1, 5, 4);
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, Status::kNotFound);
+}
+
+// Requests without a round (0) share one transaction as before.
+TEST(RoundTest, RequestsWithoutARoundJoinTheOpenTransaction) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 0);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t0)), std::nullopt);  // drains for r0
+  auto g1 = s.ask_now(2, s.r1, -1, 0);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+  EXPECT_EQ(g1->source, s.t1);
+}
+
+}  // namespace
+}  // namespace thub::sched::testing

@@ -228,6 +228,8 @@ class Core {
   void on(const SourceFailed& e);
   void on(const Cancel& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
+  // A Replicate of a round whose transaction has another version than it asks: alone.
+  void answer_alone(const Pending& p, Member& m);
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;

@@ -19,7 +19,7 @@ void Core::on(const Replicate& e) {
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
   Replica& rep = models_.at(m->model).replicas.at(m->replica);
-  rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
+  if (e.round == 0) rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
   if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
       !m->unpublish_pending)
     return begin_update(e, *m);  // THUB_Update in place (update.cc)
@@ -71,7 +71,7 @@ void Core::on(const Cancel& e) {
   for (size_t i = 0; i < pending_.size(); ++i) {
     const Pending p = pending_[i];
     if (p.member != m->id) continue;
-    if (m->buf != Buf::kEmpty || p.in_place) break;
+    if (m->buf != Buf::kEmpty || p.in_place || (e.round != 0 && p.round != e.round)) break;
     pending_.erase(pending_.begin() + static_cast<long>(i));
     if (p.round == 0)
       leave_transaction(*m);
@@ -81,6 +81,7 @@ void Core::on(const Cancel& e) {
     reply(make_reply(e.client, e.req));
     return;
   }
+  if (e.round != 0) leave_round(*m, e.round);  // the shard will not ask that round here
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }
 
@@ -238,13 +239,21 @@ bool Core::try_replicate(const Pending& p) {
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   if (Transaction* tp = transaction(r, p.round)) {
     Transaction& t = *tp;
-    if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
+    // Asked again without a round: waits until the others joined, then opens the next one.
+    // In a round (asked again at this registry after its answer was lost, or after it said
+    // it was done with the round: resuming): the round's answer again.
+    if (t.joined.count(m.shard) && p.round == 0) return false;
     if (t.status != Status::kOk) {
       fail_replicate(p, m, t.status, t.detail);
       finish_shard(r, p.round, m.shard);
       return true;
     }
     Version v = t.version;
+    if (p.spec >= 0 && v != p.spec) {
+      finish_shard(r, p.round, m.shard);
+      answer_alone(p, m);
+      return true;
+    }
     if (v <= p.newer_than) {
       fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
       finish_shard(r, p.round, m.shard);
@@ -315,6 +324,30 @@ bool Core::try_replicate(const Pending& p) {
   finish_shard(r, p.round, m.shard);
   grant(p, m, v, pick);
   return true;
+}
+
+// A shard whose round's transaction has another version than its absolute spec: a shard
+// resuming, at a new registry, the version an earlier one granted it, while another shard
+// asked the round afresh here (its answer was lost with the old registry). Handing it the
+// transaction's version would fail its transfer; it is answered for its own version, its
+// source chosen for this member as for a regrant (deferred as one while holders are busy).
+void Core::answer_alone(const Pending& p, Member& m) {
+  Version v = -1;
+  std::string detail;
+  Status st = resolve(m, p.spec, &v, &detail);
+  if (st == Status::kOk) {
+    if (auto pick = choose_member(m, v)) return grant(p, m, v, *pick);
+    if (has_holder(m, v, m.shard)) {
+      Pending q = p;
+      q.kind = Pending::Kind::kRegrant;
+      q.version = v;
+      pending_.push_back(q);
+      return;
+    }
+    st = Status::kVersionLost;
+    detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+  }
+  fail_replicate(p, m, st, detail);
 }
 
 bool Core::try_regrant(const Pending& p) {
@@ -412,6 +445,10 @@ Transaction* Core::transaction(Replica& r, uint64_t round) {
 }
 
 void Core::finish_shard(Replica& r, uint64_t round, int shard) {
+  if (round > 0) {  // it has its answer for this round: a later transaction of it skips it
+    uint64_t& mark = r.refused[shard];
+    mark = std::max(mark, round);
+  }
   auto it = r.txns.find(round);
   if (it == r.txns.end()) return;
   it->second.joined.insert(shard);
@@ -465,9 +502,7 @@ void Core::leave_round(const Member& m, uint64_t round) {
     return;
   }
   enter_round(m, round);
-  finish_shard(r, round, m.shard);
-  uint64_t& mark = r.refused[m.shard];
-  mark = std::max(mark, round);
+  finish_shard(r, round, m.shard);  // marks it done with the round
 }
 
 void Core::leave_transaction(const Member& m) {

@@ -19,7 +19,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   if (Transaction* tp = transaction(r, e.round)) {
     // The replica's shards share one answer: the first shard's version (or error).
     Transaction& t = *tp;
-    if (t.joined.count(m.shard))
+    if (t.joined.count(m.shard) && e.round == 0)
       return reply_err(e.client, e.req, Status::kState,
                        "the previous replicate of this replica has not finished in every shard");
     st = t.status;

@@ -58,8 +58,22 @@ void MemberMachine::finish(Code code, std::string detail) {
   // A publish that failed after its fill was prepared: the user may overwrite the buffers
   // now, and a registry that took the request after all hands out its descriptor.
   if (op_->kind == Kind::kPublish && op_->prepared && code != Code::kSuccess) out_.emplace_back(InvalidateHolding{});
+  // A round this registry never heard of from us (canceled or failed before it was asked):
+  // the other shards' transaction of it must not wait for us.
+  const bool unasked = op_->kind == Kind::kReplicate && (!op_->asked || op_->asked_generation != generation_);
   op_.reset();
   out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
+  if (unasked) tell_round_done();
+}
+
+void MemberMachine::tell_round_done() {
+  if (id_.num_shards < 2 || !up_ || member_ == 0) return;
+  // A replicate still to be (re-)asked here is in its round; one granted is done with it.
+  uint64_t done = rounds_;
+  if (op_ && op_->kind == Kind::kReplicate && phase_ != Phase::kReceiving &&
+      (op_->stage == Stage::kPreparing || op_->stage == Stage::kAsked || op_->stage == Stage::kWaitRegistry))
+    done = rounds_ - 1;
+  if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done});
 }
 
 void MemberMachine::on(const OpOpen& e) {
@@ -151,7 +165,7 @@ void MemberMachine::on(const OpCancel& e) {
   if (phase_ == Phase::kReceiving) return;
   op_->cancel = true;
   if (op_->stage == Stage::kWaitRegistry) return finish(Code::kCanceled, "canceled");
-  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_});
+  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, op_->round});
 }
 
 // The request of the current operation, with the current member id.
@@ -167,7 +181,8 @@ void MemberMachine::send_op_request() {
       break;
     case Kind::kReplicate:
       if (phase_ == Phase::kReceiving) {
-        // Resuming a transfer at a registry that does not know it: ask for the same version.
+        // Resuming a transfer at a registry that does not know it: ask for the same version
+        // (the round's answer: a shard that asks the round afresh here joins it).
         op.stage = Stage::kRecovering;
         send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round});
       } else if (op.fill_promised) {
@@ -178,6 +193,8 @@ void MemberMachine::send_op_request() {
         out_.emplace_back(PrepareFill{op.id});
       } else {
         op.fill_promised = true;
+        op.asked = true;
+        op.asked_generation = generation_;
         send(Purpose::kOp,
              sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor, op.round});
       }
@@ -236,6 +253,7 @@ void MemberMachine::on(const RegistryReply& e) {
         return;
       }
       member_ = r.member;
+      tell_round_done();  // what the registry before answered: nobody here waits for it
       if (needs_publish_) republish();
       resume_op();
       break;

@@ -158,6 +158,8 @@ class MemberMachine {
     Stage stage = Stage::kAsked;
     int64_t spec = -1, newer_than = -1;
     uint64_t round = 0;       // replicate: the user's n-th replicate or update of this handle
+    bool asked = false;       // ... its REPLICATE went to the registry of `asked_generation`
+    uint64_t asked_generation = 0;
     uint64_t layout_hash = 0;
     std::string descriptor;
     uint32_t fill = 0;
@@ -206,6 +208,9 @@ class MemberMachine {
   // our holding's re-publish not yet answered.
   [[nodiscard]] bool unsettled() const { return !up_ || member_ == 0 || republish_pending_; }
   void republish();
+  // Tells the registry the latest round this shard is done with (a CANCEL with that round):
+  // a transaction of it that another shard opens there does not wait for this one.
+  void tell_round_done();
   void resume_op();  // after a re-open or re-publish: a waiting operation sends its request
 
   MemberIdentity id_;

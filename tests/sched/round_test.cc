@@ -143,5 +143,56 @@ TEST(RoundTest, RequestsWithoutARoundJoinTheOpenTransaction) {
   EXPECT_EQ(g1->source, s.t1);
 }
 
+// A CANCEL with a round and nothing to cancel: the shard will not ask that round here (its
+// operation was canceled before it was asked, or an earlier registry answered it), so the
+// transaction another shard opens of it keeps no slot for it (seed 782: kept for ever).
+TEST(RoundTest, CancelOfARoundNotAskedIsNotWaitedFor) {
+  Rounds s;
+  s.publish(1);
+  RequestId c = s.h.next_req();
+  s.h.send(Cancel{2, c, s.r0, 1});
+  EXPECT_EQ(s.h.reply_to(2, c)->status, Status::kState);  // nothing waited
+  auto g1 = s.ask_now(2, s.r1, -1, 1);
+  s.finish(2, s.r1, g1);
+  auto x = s.ask_now(3, s.x0, 1, 1);  // t0 is free: no slot kept for r0
+  ASSERT_TRUE(x && x->status == Status::kOk);
+  EXPECT_EQ(x->source, s.t0);
+}
+
+// A shard resuming at a new registry the version the old one granted it, in its round,
+// while another shard asked the round afresh here and got a newer version: it is answered
+// for its own version, not handed the other (seed 2875: THUB_ERR_INTERNAL "the registry
+// granted another version").
+TEST(RoundTest, ResumeOfAnotherVersionIsAnsweredForItsOwn) {
+  Rounds s;
+  s.publish(1);
+  EXPECT_EQ(s.h.publish(3, s.x1, 0), Status::kOk);  // v0, still held by x1
+  auto g0 = s.ask_now(2, s.r0, -1, 2);  // afresh: v1, the latest
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  ASSERT_EQ(g0->version, 1);
+  auto resumed = s.ask_now(2, s.r1, 0, 2);
+  ASSERT_TRUE(resumed && resumed->status == Status::kOk);
+  EXPECT_EQ(resumed->version, 0);
+  EXPECT_EQ(resumed->source, s.x1);
+}
+
+// A shard that asks its round again after it had its answer (given up, or lost with its
+// session) gets the round's answer at once, not a wait for the other shards.
+TEST(RoundTest, RoundAskedAgainGetsTheRoundsAnswer) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  ASSERT_EQ(s.h.reply_to(2, s.h.unpublish(2, s.r0))->status, Status::kOk);  // gave it up
+  EXPECT_EQ(s.h.publish(3, s.x0, 2), Status::kOk);  // a newer version appears
+  EXPECT_EQ(s.h.publish(3, s.x1, 2), Status::kOk);
+  auto again = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(again && again->status == Status::kOk);
+  EXPECT_EQ(again->version, 1);  // round 1's answer, which r1 gets too
+  auto g1 = s.ask_now(2, s.r1, -1, 1);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

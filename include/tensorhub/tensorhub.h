@@ -211,7 +211,9 @@ int THUB_Info_free(THUB_Info *info);
  *  - `pipeline_chunk_size` (size, default `256K`, 4K..1G): transfer unit when the source is itself
  *    still receiving (a chain hop)
  *  - `max_inflight` (int, default `16`, 1..1024): gets in flight per transfer
- *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0: none)
+ *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0:
+ *    none); a replicate still waiting at the registry is then withdrawn (THUB_ERR_TIMEOUT), a
+ *    transfer under way, an unpublish or an update in place completes
  *  - `heartbeat_ms` (int, default `1000`, 10..3600000): client heartbeat period in ms
  *  - `reconnect_ms` (int, default `10000`, 0..3600000): after losing the registry, try the address
  *    list this long (ms)

@@ -217,7 +217,16 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
       },
       ev);
   pending_[req] = Pending{p, generation_};
-  out_.emplace_back(SendRequest{req, std::move(ev), generation_});
+  // Only what the operation can take back has the context's deadline: its REPLICATE while
+  // asked (withdrawn past it), and requests answered at once that change nothing for good.
+  bool deadline = !std::holds_alternative<sched::TransferDone>(ev) && !std::holds_alternative<sched::SourceFailed>(ev) &&
+                  !std::holds_alternative<sched::Unpublish>(ev) && !std::holds_alternative<sched::Cancel>(ev);
+  if (std::holds_alternative<sched::Replicate>(ev))
+    deadline = op_ && op_->stage == Stage::kAsked && !(op_->newer_than >= 0 && phase_ == Phase::kHolding);
+  // A re-open whose answer never came would leave us open nowhere, and nothing asks again
+  // (seed 148 with THUB_SIM_TIMEOUTS=1: the operation waited for it for ever).
+  if (p == Purpose::kReopen) deadline = false;
+  out_.emplace_back(SendRequest{req, std::move(ev), generation_, deadline});
 }
 
 // ---- registry answers -------------------------------------------------------------------------
@@ -331,6 +340,14 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
         case Stage::kGivingUp:
           if (move_on(op.error, op.detail)) return;  // the partial buffers are given up: ask again
           return finish(op.error, op.detail);
+        case Stage::kWithdrawing:
+          if (ok) return finish(op.error, op.detail);  // canceled while it waited
+          // Nothing waited: answered meanwhile (a grant that crossed the CANCEL, an error) or
+          // never taken. An UNPUBLISH gives a grant back (the registry refuses it when there
+          // is none); the error comes after its answer.
+          op.stage = Stage::kGivingUp;
+          send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+          return;
         default:
           return;
       }
@@ -462,6 +479,7 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
       }
       return finish(code, "transfer done: " + detail);
     case Stage::kGivingUp:
+    case Stage::kWithdrawing:  // a registry that is gone keeps nothing of ours
       return finish(op.error, op.detail);
     case Stage::kClosing:
       phase_ = Phase::kClosed;
@@ -488,6 +506,15 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
   if (code == Code::kRegistry && !op.retried) {
     wait_registry();  // asked again once another registry answers
     if (back_already) resume_op();
+    return;
+  }
+  if (code == Code::kTimeout && op.kind == Kind::kReplicate && op.stage == Stage::kAsked) {
+    // Past the deadline the REPLICATE may still wait at the registry, or be granted any time:
+    // withdrawn (else its grant, which nobody takes, would hold its source's drain for ever).
+    op.stage = Stage::kWithdrawing;
+    op.error = code;
+    op.detail = "replicate: " + detail;
+    send(Purpose::kOp, sched::Cancel{0, 0, member_, op.round});
     return;
   }
   finish(code, detail);

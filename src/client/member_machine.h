@@ -77,7 +77,10 @@ using MachineEvent = std::variant<OpOpen, OpPublish, OpReplicate, Prepared, Prep
 // A registry request (the client id in it is left 0: the connection's).
 // `generation`: the registry (connection generation) it is meant for; the connection refuses
 // it (RegistryNoReply kRegistry) when another registry answers by the time it would go out.
-struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; };
+// `deadline`: the context's timeout_ms applies (a REPLICATE past it is withdrawn: CANCEL,
+// then UNPUBLISH for a grant that crossed it); false: it has none (a step that cannot be
+// withdrawn: TRANSFER_DONE, SOURCE_FAILED, UNPUBLISH, CANCEL, an update in place, a resume).
+struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; bool deadline = true; };
 // Publish: make the buffers ready to serve `version` (a new fill: counter, packing and
 // checksums behind), then answer Prepared (or PrepareFailed).
 struct PrepareHolding { uint64_t op; int64_t version; };
@@ -149,6 +152,8 @@ class MemberMachine {
     kDoneSent,      // TRANSFER_DONE sent after a good transfer
     kRecovering,    // SOURCE_FAILED (or a fresh REPLICATE at a new registry) sent
     kGivingUp,      // the transfer failed: UNPUBLISH sent, then the error
+    kWithdrawing,   // the REPLICATE passed its deadline: CANCEL sent, then UNPUBLISH if a
+                    // grant crossed it, then THUB_ERR_TIMEOUT
     kClosing,       // CLOSE sent
     kWaitRegistry,  // the registry is gone: waits for another to answer
   };

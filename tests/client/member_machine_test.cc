@@ -503,5 +503,60 @@ TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
   EXPECT_EQ(again->second.round, 1u);
 }
 
+// timeout_ms on a REPLICATE that waits at the registry (THUB_SIM_TIMEOUTS=1): ending it
+// THUB_ERR_TIMEOUT left it pending there, and its later grant, taken by nobody, held its
+// source's drain for ever. It is withdrawn: CANCEL; a grant that crossed it is given back
+// (UNPUBLISH); then THUB_ERR_TIMEOUT.
+TEST_F(MemberMachineTest, ReplicatePastItsDeadlineIsWithdrawn) {
+  open(4);
+  for (bool crossed : {false, true}) {
+    clear();
+    uint64_t op = next_op++;
+    step(OpReplicate{op, -1, false});
+    step(Prepared{op, 7, "fill", 1});
+    auto rep = sent<sched::Replicate>();
+    ASSERT_TRUE(rep);
+    for (const auto& a : out)
+      if (auto* r = std::get_if<SendRequest>(&a)) EXPECT_TRUE(r->deadline);
+    clear();
+    step(RegistryNoReply{rep->first, Code::kTimeout, "no reply within its deadline"});
+    EXPECT_FALSE(completed());
+    auto cancel = sent<sched::Cancel>();
+    ASSERT_TRUE(cancel);
+    EXPECT_EQ(cancel->second.member, 4u);
+    clear();
+    if (!crossed) {
+      ok(cancel->first);  // it still waited: canceled
+    } else {
+      reply(cancel->first, refusal(sched::Status::kState, "no replicate of this member waits"));
+      auto unpub = sent<sched::Unpublish>();
+      ASSERT_TRUE(unpub) << "a grant that crossed the CANCEL would hold its source for ever";
+      EXPECT_FALSE(completed());
+      ok(unpub->first);
+    }
+    ASSERT_TRUE(completed());
+    EXPECT_EQ(completed()->code, Code::kTimeout);
+    EXPECT_EQ(m.phase(), MemberMachine::Phase::kIdle);
+  }
+}
+
+// What cannot be withdrawn has no deadline: a TRANSFER_DONE past timeout_ms failed an
+// operation whose member held the version.
+TEST_F(MemberMachineTest, TransferDoneHasNoDeadline) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill", 1});
+  reply(sent<sched::Replicate>()->first, grant(3, 8));
+  uint64_t transfer = began();
+  clear();
+  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+  auto done = sent<sched::TransferDone>();
+  ASSERT_TRUE(done);
+  for (const auto& a : out)
+    if (auto* r = std::get_if<SendRequest>(&a)) EXPECT_FALSE(r->deadline);
+}
+
 }  // namespace
 }  // namespace thub::client

@@ -128,7 +128,7 @@ void World::send(int i, int s, const client::SendRequest& a) {
   }
   transmit(i, c.serial, ev);
   retry_later(i, c.serial, q);
-  Time deadline = actor.timeout > 0 ? actor.timeout : deferrable(ev) ? 0 : kRequestTimeout;
+  Time deadline = !a.deadline ? 0 : actor.timeout > 0 ? actor.timeout : deferrable(ev) ? 0 : kRequestTimeout;
   if (deadline > 0) {
     uint64_t serial = c.serial;
     at(deadline, [=] { expire_request(i, serial, q); });

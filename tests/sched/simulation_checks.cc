@@ -147,7 +147,7 @@ void World::check_no_idle_wait() {
   bool loaded = false;
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
-    if (!a.alive || a.conn.cid != cid || stale_model(a.model)) continue;
+    if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out) {
       if (!out.delivered || out.decided) continue;
       Version v = -1;
@@ -322,9 +322,6 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       rep.detail.find("only by sources that failed for this reader") != std::string::npos)
     ++res_.judged_alive;
   if (rep.status == Status::kVersionLost) check_version_lost(c, s, out, rep);
-  // A shard withdrawn from its round at the registry: the transaction another shard opens
-  // next waits for it (the stale-transaction finding).
-  if (out.op == Op::kReplicate && rep.status == Status::kCanceled && a.n > 1) mark_skewed(c, "a shard was canceled");
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);
@@ -567,8 +564,7 @@ void World::liveness() {
     const Actor& a = actor_of(ss);
     if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out)
-      if (out.delivered && !out.decided &&
-          !(stale_model(a.model) && (out.op == Op::kReplicate || out.op == Op::kFailed)))
+      if (out.delivered && !out.decided)
         return fail("request " + std::to_string(req) + " of replica " + a.replica + " shard " +
                     std::to_string(out.shard) + " (op " + std::to_string(static_cast<int>(out.op)) +
                     ") was never answered");

@@ -222,7 +222,8 @@ int THUB_Info_free(THUB_Info *info);
  *  - `registry_connect_timeout_ms` (int, default `5000`, 1..3600000): per registry address: connect
  *    and the HELLO answer (ms)
  *  - `registry_request_timeout_ms` (int, default `30000`, 0..86400000): deadline (ms) of requests
- *    the registry answers at once, when timeout_ms is 0 (0: none)
+ *    the registry answers at once (open, publish, close, offload done), when timeout_ms is 0 (0:
+ *    none)
  *  - `stall_timeout_ms` (int, default `10000`, 10..86400000): a source that makes no progress this
  *    long (ms) has failed
  *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NIC nearest to host

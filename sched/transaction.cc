@@ -81,6 +81,15 @@ void Core::on(const Cancel& e) {
     reply(make_reply(e.client, e.req));
     return;
   }
+  if (e.round != 0 && e.version >= 0 && m->num_shards > 1 && !transaction(*m->rep, e.round)) {
+    // An earlier registry granted this shard `version` in this round: a shard that asks the
+    // round afresh here (its answer was lost with that registry) joins this one and gets the
+    // same version, its source chosen for it (none is reserved).
+    Transaction t;
+    t.round = e.round;
+    t.version = e.version;
+    start_transaction(*m->rep, std::move(t));
+  }
   if (e.round != 0) leave_round(*m, e.round);  // the shard will not ask that round here
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }

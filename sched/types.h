@@ -127,6 +127,9 @@ struct Cancel {       // THUB_Cancel: this member's deferred Replicate is answer
   // round is canceled. Also sent with nothing to cancel: a round canceled before it was
   // asked, or, after a re-open at a new registry, the rounds the old one answered.
   uint64_t round = 0;
+  // With a round and nothing to cancel: the version a registry before granted this shard in
+  // that round (-1: none). A shard that asks the round afresh here gets that version too.
+  Version version = -1;
 };
 
 using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,

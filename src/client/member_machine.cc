@@ -73,7 +73,8 @@ void MemberMachine::tell_round_done() {
   if (op_ && op_->kind == Kind::kReplicate && phase_ != Phase::kReceiving &&
       (op_->stage == Stage::kPreparing || op_->stage == Stage::kAsked || op_->stage == Stage::kWaitRegistry))
     done = rounds_ - 1;
-  if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done});
+  const int64_t version = granted_round_ == done ? granted_version_ : -1;
+  if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done, version});
 }
 
 void MemberMachine::on(const OpOpen& e) {
@@ -395,6 +396,8 @@ void MemberMachine::on_grant(const sched::Reply& r) {
   version_ = r.version;
   lease_ = r.lease;
   grant_generation_ = generation_;
+  granted_round_ = op.round;
+  granted_version_ = r.version;
   needs_publish_ = false;
   op.stage = Stage::kTransfer;
   if (r.source_partial) counters_.partial_sources++;

@@ -244,6 +244,9 @@ class MemberMachine {
   // so the n-th call of every shard is one round, one transaction at the registry
   // (sched::Replicate::round).
   uint64_t rounds_ = 0;
+  // The round of the last grant and its version: what a re-open tells a new registry.
+  uint64_t granted_round_ = 0;
+  int64_t granted_version_ = -1;
   struct Pending {
     Purpose purpose = Purpose::kOp;
     uint64_t generation = 0;  // of the connection it was sent on

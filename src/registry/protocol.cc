@@ -126,7 +126,7 @@ constexpr auto kSchema = std::make_tuple(
                                field(&OffloadDone::version, I64{}), field(&OffloadDone::descriptor, kDescriptor)),
     wire::message<Empty>(request(MsgType::kDescribe, "DESCRIBE")),
     wire::message<sched::Cancel>(request(MsgType::kCancel, "CANCEL"), field(&sched::Cancel::member, U64{}),
-                                 field(&sched::Cancel::round, U64{})),
+                                 field(&sched::Cancel::round, U64{}), field(&sched::Cancel::version, I64{})),
     wire::message<InfoMsg>(request(MsgType::kInfo, "INFO", MsgType::kSnapshot), field(&InfoMsg::max_entries, U32{})),
     wire::message<AuthMsg>(request(MsgType::kAuth, "AUTH", MsgType::kAuthOk),
                            field(&AuthMsg::proof, Exact{kProofBytes, "AUTH's proof"})),

@@ -495,6 +495,7 @@ TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
   auto done = sent<sched::Cancel>();  // granted: round 1 is answered, nobody here waits for it
   ASSERT_TRUE(done);
   EXPECT_EQ(done->second.round, 1u);
+  EXPECT_EQ(done->second.version, 4);  // a shard that asks round 1 afresh there gets v4 too
   clear();
   step(TransferEnded{transfer, Code::kTransport, true, 0, "source died"});
   auto again = sent<sched::Replicate>();
@@ -516,8 +517,11 @@ TEST_F(MemberMachineTest, ReplicatePastItsDeadlineIsWithdrawn) {
     step(Prepared{op, 7, "fill", 1});
     auto rep = sent<sched::Replicate>();
     ASSERT_TRUE(rep);
-    for (const auto& a : out)
-      if (auto* r = std::get_if<SendRequest>(&a)) EXPECT_TRUE(r->deadline);
+    for (const auto& a : out) {
+      if (auto* r = std::get_if<SendRequest>(&a)) {
+        EXPECT_TRUE(r->deadline);
+      }
+    }
     clear();
     step(RegistryNoReply{rep->first, Code::kTimeout, "no reply within its deadline"});
     EXPECT_FALSE(completed());
@@ -554,8 +558,11 @@ TEST_F(MemberMachineTest, TransferDoneHasNoDeadline) {
   step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
   auto done = sent<sched::TransferDone>();
   ASSERT_TRUE(done);
-  for (const auto& a : out)
-    if (auto* r = std::get_if<SendRequest>(&a)) EXPECT_FALSE(r->deadline);
+  for (const auto& a : out) {
+    if (auto* r = std::get_if<SendRequest>(&a)) {
+      EXPECT_FALSE(r->deadline);
+    }
+  }
 }
 
 }  // namespace

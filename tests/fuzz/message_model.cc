@@ -83,7 +83,7 @@ Message request(const sched::Event& ev) {
         } else if constexpr (std::is_same_v<T, sched::OffloadDone>) {
           return {Shape::kOffloadDone, {u64(e.member), i64(e.version), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Cancel>) {
-          return {Shape::kCancel, {u64(e.member), u64(e.round)}};
+          return {Shape::kCancel, {u64(e.member), u64(e.round), i64(e.version)}};
         } else {
           throw std::logic_error("not a client request");
         }

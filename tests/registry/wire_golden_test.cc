@@ -115,7 +115,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("source_failed", ev(SourceFailed{1, 2, 4, 5, 123456}));
   add("unpublish", ev(Unpublish{1, 2, 6}));
   add("offload_done", ev(OffloadDone{1, 2, 7, 8, "host"}));
-  add("cancel", ev(sched::Cancel{1, 2, 10, 3}));
+  add("cancel", ev(sched::Cancel{1, 2, 10, 3, 4}));
   Reply r{};
   r.status = Status::kVersionLost;
   r.detail = "gone";
@@ -265,8 +265,8 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // Recorded from the hand-written codec (src/registry/protocol.cc before the schema); protocol
 // version 2 (the authenticated handshake) changed, deliberately, the frame's version, HELLO's
 // first field (a 32-byte nonce, no longer the token) and added CHALLENGE, AUTH and AUTH_OK;
-// protocol version 3 changed the frame's version and added REPLICATE's and CANCEL's last field
-// (u64 round).
+// protocol version 3 changed the frame's version and added REPLICATE's last field (u64 round)
+// and CANCEL's last two (u64 round, i64 version).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
      "54485542030005004d0000000000000003000000616263"},
@@ -297,7 +297,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"offload_done",
      "0700000000000000080000000000000004000000686f7374"},
     {"cancel",
-     "0a000000000000000300000000000000"},
+     "0a0000000000000003000000000000000400000000000000"},
     {"reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
      "0101"},

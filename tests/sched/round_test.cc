@@ -194,5 +194,26 @@ TEST(RoundTest, RoundAskedAgainGetsTheRoundsAnswer) {
   EXPECT_EQ(g1->version, 1);
 }
 
+// After a failover: r1 was granted v1 in round 3 by the registry before and tells this one
+// (a CANCEL with the round and the version, at its re-open); r0, whose answer was lost with
+// the old registry, asks round 3 afresh here and gets v1 too, not the newer v2 (seeds 8987
+// "versions 20 and 19", 16165 with THUB_SIM_STRICT=1).
+TEST(RoundTest, RoundToldWithItsVersionGivesItToAShardAskingAfresh) {
+  Rounds s;
+  s.publish(1);
+  EXPECT_EQ(s.h.publish(3, s.x0, 2), Status::kOk);
+  EXPECT_EQ(s.h.publish(3, s.x1, 2), Status::kOk);
+  RequestId c = s.h.next_req();
+  s.h.send(Cancel{2, c, s.r1, 3, 1});
+  EXPECT_EQ(s.h.reply_to(2, c)->status, Status::kState);
+  auto g0 = s.ask_now(2, s.r0, -1, 3);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->version, 1);
+  EXPECT_EQ(g0->source, s.t0);
+  auto g1 = s.ask_now(2, s.r0, -1, 4);  // its next round is its own: the latest
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->status, Status::kState);  // (r0 is receiving v1)
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -318,6 +318,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && !skewed(c)) check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
   if (out.op == Op::kFailed && rep.status == Status::kTransport &&
       rep.detail.find("only by sources that failed for this reader") != std::string::npos)
     ++res_.judged_alive;
@@ -346,7 +347,7 @@ void World::check_transaction(ClientId c, int s, const Reply& rep) {
   if (rep.version != ss.first_v)
     return fail("shards of replica " + a.replica + " got versions " + std::to_string(ss.first_v) + " and " +
                 std::to_string(rep.version));
-  if (src == ss.first_src || !ss.first_src || ss.in_place_round) return;
+  if (src == ss.first_src || !ss.first_src || ss.in_place_round || ss.told_round == ss.txn_round) return;
   auto fs = sessions_.find(ss.first_src);
   if (fs == sessions_.end()) return;
   const ShardView& ps = fs->second.sh[s];

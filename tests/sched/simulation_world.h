@@ -80,6 +80,9 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
   // the transaction of the current round: the first grant fixes version and source replica
   int txn_round = -1;
   bool has_first = false, in_place_round = false;
+  // A shard told this registry the version an older one granted it in this round (a CANCEL
+  // with a version): the round's transaction has no planned source; each shard's is its own.
+  int told_round = -1;
   Version first_v = -1;
   ClientId first_src = 0;
   std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source members, times hidden

@@ -85,6 +85,7 @@ struct Lease {
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
 // replica; the others join. `reserved` holds the source slot of each shard not yet joined.
 struct Transaction {
+  uint64_t round = 0;                   // Replicate::round of the shard that opened it
   Status status = Status::kOk;          // an error answer is shared by all shards too
   std::string detail;
   Version version = -1;
@@ -96,9 +97,16 @@ struct Transaction {
 struct Replica {
   int num_shards = 1;
   std::map<int, MemberId> shards;       // open members
-  std::optional<Transaction> txn;
-  std::set<int> refused;                // shards refused (buffers busy) while no transaction
-                                        // was open: the next one does not wait for them
+  // Open transactions by round (Replicate::round): the shards of a replica are in lockstep,
+  // but one may ask a round alone (again after a failover) or be done with one without
+  // asking it (canceled, refused, asked the registry before a failover), so a round's
+  // transaction never hands its answer to another round's request.
+  std::map<uint64_t, Transaction> txns;
+  // Shard -> the latest round it is done with without a transaction of it to leave (it asked
+  // a later round, or was refused, buffers busy, or canceled): a transaction of that round or
+  // an earlier one, opened later by another shard, does not wait for it. 0 from a request
+  // without a round: the next transaction, whatever it is (and cleared by it).
+  std::map<int, uint64_t> refused;
   // wake(): whether the replica holds nothing and has no transaction, remembered while
   // Core::wake_gen_ equals model_only_gen (no try has run since it was computed).
   mutable uint64_t model_only_gen = 0;
@@ -150,6 +158,7 @@ struct Pending {
   MemberId member = 0;
   Version spec = -1, newer_than = -1;
   Version version = -1;                 // kRegrant: the version being resumed
+  uint64_t round = 0;                   // kReplicate: Replicate::round
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
@@ -241,6 +250,8 @@ class Core {
   void on(const SourceFailed& e);
   void on(const Cancel& e);
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
+  // A Replicate of a round whose transaction has another version than it asks: alone.
+  void answer_alone(const Pending& p, Member& m);
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
@@ -258,9 +269,14 @@ class Core {
   void grant(const Pending& p, Member& m, Version v, const SourcePick& s);
   void end_lease(LeaseId id);
   void cancel_own_lease(Member& m);
-  void leave_transaction(const Member& m);
+  void leave_transaction(const Member& m);  // every open one it has not joined
+  // The shard is done with `round` without joining a transaction of it (refused, canceled).
+  void leave_round(const Member& m, uint64_t round);
+  // A request of `round`: the shard is done with every earlier round (true: it left one).
+  bool enter_round(const Member& m, uint64_t round);
+  Transaction* transaction(Replica& r, uint64_t round);
   void start_transaction(Replica& r, Transaction t);
-  void finish_shard(Replica& r, int shard);
+  void finish_shard(Replica& r, uint64_t round, int shard);
   // A failure report is judged (failure_reports distinct reader clients, or the source's
   // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
   void report_failure(const Lease& l, ClientId reporter);

@@ -104,7 +104,7 @@ std::string Core::check_deferred() const {
     }
     // Not exposed: it must wait for the model alone (what waits_for_model_only computes).
     if (exposed_.count(seq)) continue;
-    bool only = has_key && m.rep && !m.rep->txn;
+    bool only = has_key && m.rep && m.rep->txns.empty();
     if (only)
       for (const auto& [s, id] : m.rep->shards) {
         const Member& x = members_.at(id);

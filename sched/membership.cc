@@ -106,12 +106,12 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   // Leases where it is the source stay counted until their readers report SourceFailed;
   // reserved transaction slots on it are given up (the joining shard gets another source).
   for (auto& [rname, r] : models_.at(m.model).replicas)
-    if (r.txn)
-      for (const auto& [shard, src] : r.txn->reserved)
+    for (auto& [round, t] : r.txns)
+      for (const auto& [shard, src] : t.reserved)
         if (src == id) {
           const int s = shard;  // unreserve erases the node that `shard` refers to
-          unreserve(*r.txn, s);
-          r.txn->reserved[s] = 0;
+          unreserve(t, s);
+          t.reserved[s] = 0;
           break;
         }
   leave_transaction(m);

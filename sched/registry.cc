@@ -136,7 +136,7 @@ std::string Core::describe() const {
   for (const auto& [seq, p] : pending_)
     os << "  pending " << (p.kind == Pending::Kind::kRegrant ? "regrant" : "replicate")
        << " client " << p.client << " req " << p.req << " member " << p.member << " spec "
-       << p.spec << " newer_than " << p.newer_than << " version " << p.version << "\n";
+       << p.spec << " newer_than " << p.newer_than << " version " << p.version << " round " << p.round << "\n";
   for (const auto& [id, l] : leases_)
     os << "  lease " << id << " reader " << l.reader << " source " << l.source << " v"
        << l.version << (l.from_offload ? " host" : "")
@@ -147,7 +147,8 @@ std::string Core::describe() const {
     os << " } retain " << retain_of(name) << "\n";
     for (const auto& [rname, r] : md.replicas) {
       os << "  replica " << rname << " (" << r.num_shards << " shards)";
-      if (r.txn) os << " txn v" << r.txn->version << " from " << r.txn->source_replica;
+      for (const auto& [round, t] : r.txns)
+        os << " txn round " << round << " v" << t.version << " from " << t.source_replica;
       os << "\n";
       for (const auto& [shard, id] : r.shards) {
         const Member& m = members_.at(id);
@@ -217,7 +218,7 @@ std::string Core::check_invariants() const {
       continue;
     }
     const Replica& r = models_.at(m.model).replicas.at(m.replica);
-    if (r.txn) continue;  // waits for its replica's transaction
+    if (!r.txns.empty()) continue;  // waits for its replica's transaction
     Version v = -1;
     std::string detail;
     if (resolve(m, p.spec, &v, &detail) == Status::kOk && m.buf == Buf::kEmpty &&

@@ -19,18 +19,15 @@ void Core::on(const Replicate& e) {
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
   Replica& rep = models_.at(m->model).replicas.at(m->replica);
-  rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
+  if (e.round == 0) rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
   if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
       !m->unpublish_pending)
     return begin_update(e, *m);  // THUB_Update in place (update.cc)
   if (m->buf != Buf::kEmpty) {
-    // This shard cannot take part in its replica's open transaction (it would wait for it
-    // for ever, and the replica's next request would join the stale one): it leaves it;
-    // if none is open yet, the one that another shard opens next must not wait for it.
-    if (rep.txn)
-      leave_transaction(*m);
-    else
-      rep.refused.insert(m->shard);
+    // This shard cannot take part in its replica's transaction of this round (it would wait
+    // for it for ever): it leaves it; if none is open yet, the one that another shard opens
+    // must not wait for it.
+    leave_round(*m, e.round);
     // A holder asking for something newer than what it does not hold: nothing newer is
     // still worth knowing at once.
     Version v = -1;
@@ -53,11 +50,14 @@ void Core::on(const Replicate& e) {
   p.member = e.member;
   p.spec = e.spec;
   p.newer_than = e.newer_than;
+  p.round = e.round;
+  const bool left = enter_round(*m, e.round);
   if (!try_replicate(p)) {
     // Deferred: nothing changed that another deferred request waits for (only this member's
-    // own descriptor and its shard's `refused` mark, which decide no wait).
+    // own descriptor and its shard's `refused` mark, which decide no wait), unless it left
+    // a transaction of an earlier round, whose slot reserved for it is free now.
     defer(p);
-    quiet_ = true;
+    quiet_ = !left;
   }
 }
 
@@ -67,16 +67,29 @@ void Core::on(const Replicate& e) {
 void Core::on(const Cancel& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
-  if (PendingIt it = first_pending(m->id); it != pending_.end()) {
+  if (PendingIt it = first_pending(m->id);
+      it != pending_.end() && m->buf == Buf::kEmpty && !it->second.in_place &&
+      (e.round == 0 || it->second.round == e.round)) {
     const Pending p = it->second;
-    if (m->buf != Buf::kEmpty || p.in_place)
-      return reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
     undefer(it);
-    leave_transaction(*m);
+    if (p.round == 0)
+      leave_transaction(*m);
+    else
+      leave_round(*m, p.round);  // also when no transaction of its round is open yet
     reply_err(p.client, p.req, Status::kCanceled, "canceled while waiting at the registry");
     reply(make_reply(e.client, e.req));
     return;
   }
+  if (e.round != 0 && e.version >= 0 && m->num_shards > 1 && !transaction(*m->rep, e.round)) {
+    // An earlier registry granted this shard `version` in this round: a shard that asks the
+    // round afresh here (its answer was lost with that registry) joins this one and gets the
+    // same version, its source chosen for it (none is reserved).
+    Transaction t;
+    t.round = e.round;
+    t.version = e.version;
+    start_transaction(*m->rep, std::move(t));
+  }
+  if (e.round != 0) leave_round(*m, e.round);  // the shard will not ask that round here
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }
 
@@ -232,22 +245,30 @@ bool Core::try_replicate(const Pending& p) {
   if (m.buf != Buf::kEmpty) return false;  // an update in place: its old holding drains first
   if (p.in_place) return try_grant_update(p, m);
   Replica& r = models_.at(m.model).replicas.at(m.replica);
-  if (r.txn) {
-    Transaction& t = *r.txn;
-    if (t.joined.count(m.shard)) return false;  // asked again: waits until the others joined
+  if (Transaction* tp = transaction(r, p.round)) {
+    Transaction& t = *tp;
+    // Asked again without a round: waits until the others joined, then opens the next one.
+    // In a round (asked again at this registry after its answer was lost, or after it said
+    // it was done with the round: resuming): the round's answer again.
+    if (t.joined.count(m.shard) && p.round == 0) return false;
     if (t.status != Status::kOk) {
       fail_replicate(p, m, t.status, t.detail);
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
       return true;
     }
     Version v = t.version;
+    if (p.spec >= 0 && v != p.spec) {
+      finish_shard(r, p.round, m.shard);
+      answer_alone(p, m);
+      return true;
+    }
     if (v <= p.newer_than) {
       fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
       return true;
     }
     MemberId src = t.reserved.count(m.shard) ? t.reserved[m.shard] : 0;
-    finish_shard(r, m.shard);  // frees the reserved slot, so that pick_in may take it
+    finish_shard(r, p.round, m.shard);  // frees the reserved slot, so that pick_in may take it
     std::optional<SourcePick> pick;
     if (src && members_.count(src)) pick = pick_in(members_.at(src), v, m.id);
     // The reserved source vanished since: like a source failure right after the grant.
@@ -289,25 +310,52 @@ bool Core::try_replicate(const Pending& p) {
     // The other shards of the replica get the same answer (a transaction without a grant).
     if (m.num_shards > 1) {
       Transaction t;
+      t.round = p.round;
       t.status = st;
       t.detail = detail;
       start_transaction(r, std::move(t));
-      finish_shard(r, m.shard);
+      finish_shard(r, p.round, m.shard);
     }
     fail_replicate(p, m, st, detail);
     return true;
   }
   const Replica& sr = models_.at(m.model).replicas.at(*src);
   Transaction t;
+  t.round = p.round;
   t.version = v;
   t.source_replica = *src;
   start_transaction(r, std::move(t));
+  Transaction& opened = *transaction(r, p.round);
   for (int s = 0; s < m.num_shards; ++s)
-    if (s != m.shard && !r.txn->joined.count(s)) reserve(*r.txn, s, sr.shards.at(s));
+    if (s != m.shard && !opened.joined.count(s)) reserve(opened, s, sr.shards.at(s));
   SourcePick pick = *pick_in(members_.at(sr.shards.at(m.shard)), v, m.id);
-  finish_shard(r, m.shard);
+  finish_shard(r, p.round, m.shard);
   grant(p, m, v, pick);
   return true;
+}
+
+// A shard whose round's transaction has another version than its absolute spec: a shard
+// resuming, at a new registry, the version an earlier one granted it, while another shard
+// asked the round afresh here (its answer was lost with the old registry). Handing it the
+// transaction's version would fail its transfer; it is answered for its own version, its
+// source chosen for this member as for a regrant (deferred as one while holders are busy).
+void Core::answer_alone(const Pending& p, Member& m) {
+  Version v = -1;
+  std::string detail;
+  Status st = resolve(m, p.spec, &v, &detail);
+  if (st == Status::kOk) {
+    if (auto pick = choose_member(m, v)) return grant(p, m, v, *pick);
+    if (has_holder(m, v, m.shard)) {
+      Pending q = p;
+      q.kind = Pending::Kind::kRegrant;
+      q.version = v;
+      defer(q);
+      return;
+    }
+    st = Status::kVersionLost;
+    detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+  }
+  fail_replicate(p, m, st, detail);
 }
 
 bool Core::try_regrant(const Pending& p) {
@@ -399,26 +447,83 @@ void Core::cancel_own_lease(Member& m) {
   if (m.own_lease) end_lease(m.own_lease);
 }
 
-void Core::finish_shard(Replica& r, int shard) {
-  if (!r.txn) return;
-  r.txn->joined.insert(shard);
-  unreserve(*r.txn, shard);
-  if (static_cast<int>(r.txn->joined.size()) >= r.num_shards) r.txn.reset();
+Transaction* Core::transaction(Replica& r, uint64_t round) {
+  auto it = r.txns.find(round);
+  return it == r.txns.end() ? nullptr : &it->second;
+}
+
+void Core::finish_shard(Replica& r, uint64_t round, int shard) {
+  if (round > 0) {  // it has its answer for this round: a later transaction of it skips it
+    uint64_t& mark = r.refused[shard];
+    mark = std::max(mark, round);
+  }
+  auto it = r.txns.find(round);
+  if (it == r.txns.end()) return;
+  it->second.joined.insert(shard);
+  unreserve(it->second, shard);
+  if (static_cast<int>(it->second.joined.size()) >= r.num_shards) r.txns.erase(it);
 }
 
 void Core::start_transaction(Replica& r, Transaction t) {
-  for (int s : r.refused) t.joined.insert(s);  // they got their answer for this round
-  r.refused.clear();
-  r.txn = std::move(t);
+  // Shards done with this round (or a later one) without a transaction of it got their
+  // answer for it elsewhere, or none is coming. A round-less mark concerns only the next one.
+  for (auto it = r.refused.begin(); it != r.refused.end();) {
+    const bool roundless = t.round == 0 || it->second == 0;
+    if (roundless || it->second >= t.round) t.joined.insert(it->first);
+    if (roundless)
+      it = r.refused.erase(it);
+    else
+      ++it;
+  }
+  const uint64_t round = t.round;
+  r.txns[round] = std::move(t);
   expose(r);  // its shards' deferred requests no longer wait for the model alone
+}
+
+// A request of round R (> 0): its shard is done with every earlier round, so the
+// transactions of those rounds it has not joined stop waiting for it (and free the slot
+// they reserved for it), and one opened later does not wait for it either.
+bool Core::enter_round(const Member& m, uint64_t round) {
+  if (round == 0) return false;
+  Replica& r = *m.rep;
+  bool left = false;
+  for (auto it = r.txns.begin(); it != r.txns.end() && it->first < round;) {
+    const uint64_t t = (it++)->first;  // finish_shard may erase it
+    if (!r.txns.at(t).joined.count(m.shard)) {
+      finish_shard(r, t, m.shard);
+      left = true;
+    }
+  }
+  if (round > 1) {
+    uint64_t& mark = r.refused[m.shard];
+    mark = std::max(mark, round - 1);
+  }
+  return left;
+}
+
+void Core::leave_round(const Member& m, uint64_t round) {
+  Replica& r = *m.rep;
+  if (round == 0) {
+    if (r.txns.count(0))
+      finish_shard(r, 0, m.shard);
+    else
+      r.refused[m.shard] = 0;
+    return;
+  }
+  enter_round(m, round);
+  finish_shard(r, round, m.shard);  // marks it done with the round
 }
 
 void Core::leave_transaction(const Member& m) {
   Model* md = model_of(m);
   if (!md) return;
   auto it = md->replicas.find(m.replica);
-  if (it == md->replicas.end() || !it->second.txn) return;
-  if (!it->second.txn->joined.count(m.shard)) finish_shard(it->second, m.shard);
+  if (it == md->replicas.end()) return;
+  Replica& r = it->second;
+  std::vector<uint64_t> rounds;
+  for (const auto& [round, t] : r.txns)
+    if (!t.joined.count(m.shard)) rounds.push_back(round);
+  for (uint64_t round : rounds) finish_shard(r, round, m.shard);
 }
 
 void Core::on(const TransferDone& e) {
@@ -577,7 +682,7 @@ bool Core::waits_for_model_only(const Pending& p, const Member& m) const {
   if (p.kind != Pending::Kind::kReplicate || p.in_place) return false;
   const Replica& r = *m.rep;
   if (r.model_only_gen == wake_gen_) return r.model_only;
-  bool only = !r.txn;
+  bool only = r.txns.empty();
   if (only && r.shard_ptrs_gen != member_changes_) {
     r.shard_ptrs.clear();
     for (const auto& [s, id] : r.shards) r.shard_ptrs.push_back(&members_.at(id));

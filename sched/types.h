@@ -86,6 +86,10 @@ struct Replicate {    // reply (maybe deferred): Grant, or NotFound / NotUpdated
   Version newer_than = -1;    // THUB_Update: grant only a version > this, else NotUpdated
   uint64_t layout_hash;
   std::string descriptor;     // this member's own, so that it can serve as a partial source
+  // The user's n-th replicate or update of this model handle (1, 2, ...): the shards of a
+  // replica ask in lockstep, so equal rounds are one replica-level transaction. 0: no round
+  // (a client that does not say): it joins whatever transaction of round 0 is open.
+  uint64_t round = 0;
 };
 struct TransferDone { // the granted transfer finished; the member now holds the version fully
   ClientId client;
@@ -118,6 +122,14 @@ struct Cancel {       // THUB_Cancel: this member's deferred Replicate is answer
   ClientId client;    // this request kOk); kState when none waits (granted or answered already,
   RequestId req;      // or an update in place, which is not canceled)
   MemberId member;
+  // > 0: the shard is done with this round (and the earlier ones) whether or not its
+  // Replicate of it waits: no transaction of it waits for this shard. Only a Replicate of this
+  // round is canceled. Also sent with nothing to cancel: a round canceled before it was
+  // asked, or, after a re-open at a new registry, the rounds the old one answered.
+  uint64_t round = 0;
+  // With a round and nothing to cancel: the version a registry before granted this shard in
+  // that round (-1: none). A shard that asks the round afresh here gets that version too.
+  Version version = -1;
 };
 
 using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,

@@ -14,16 +14,17 @@ void Core::begin_update(const Replicate& e, Member& m) {
   Version v = -1;
   Status st = Status::kOk;
   std::string detail;
-  if (r.txn) {
+  enter_round(m, e.round);
+  if (Transaction* tp = transaction(r, e.round)) {
     // The replica's shards share one answer: the first shard's version (or error).
-    Transaction& t = *r.txn;
-    if (t.joined.count(m.shard))
+    Transaction& t = *tp;
+    if (t.joined.count(m.shard) && e.round == 0)
       return reply_err(e.client, e.req, Status::kState,
                        "the previous replicate of this replica has not finished in every shard");
     st = t.status;
     detail = t.detail;
     v = t.version;
-    finish_shard(r, m.shard);
+    finish_shard(r, e.round, m.shard);
   } else {
     st = resolve(m, e.spec, &v, &detail);
     if (st == Status::kOk && v > e.newer_than && !replica_will_serve(m, v)) {
@@ -32,11 +33,12 @@ void Core::begin_update(const Replicate& e, Member& m) {
     }
     if (m.num_shards > 1) {
       Transaction t;  // fixes the version for the other shards; the source comes later
+      t.round = e.round;
       t.status = st == Status::kOk && v <= e.newer_than ? Status::kNotUpdated : st;
       t.detail = detail;
       t.version = v;
       start_transaction(r, std::move(t));
-      finish_shard(r, m.shard);
+      finish_shard(r, e.round, m.shard);
     }
   }
   if (st == Status::kOk && v <= e.newer_than) {

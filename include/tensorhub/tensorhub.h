@@ -211,7 +211,9 @@ int THUB_Info_free(THUB_Info *info);
  *  - `pipeline_chunk_size` (size, default `256K`, 4K..1G): transfer unit when the source is itself
  *    still receiving (a chain hop)
  *  - `max_inflight` (int, default `16`, 1..1024): gets in flight per transfer
- *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0: none)
+ *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0:
+ *    none); a replicate still waiting at the registry is then withdrawn (THUB_ERR_TIMEOUT), a
+ *    transfer under way, an unpublish or an update in place completes
  *  - `heartbeat_ms` (int, default `1000`, 10..3600000): client heartbeat period in ms
  *  - `reconnect_ms` (int, default `10000`, 0..3600000): after losing the registry, try the address
  *    list this long (ms)
@@ -220,7 +222,8 @@ int THUB_Info_free(THUB_Info *info);
  *  - `registry_connect_timeout_ms` (int, default `5000`, 1..3600000): per registry address: connect
  *    and the HELLO answer (ms)
  *  - `registry_request_timeout_ms` (int, default `30000`, 0..86400000): deadline (ms) of requests
- *    the registry answers at once, when timeout_ms is 0 (0: none)
+ *    the registry answers at once (open, publish, close, offload done), when timeout_ms is 0 (0:
+ *    none)
  *  - `stall_timeout_ms` (int, default `10000`, 10..86400000): a source that makes no progress this
  *    long (ms) has failed
  *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NIC nearest to host

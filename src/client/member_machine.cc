@@ -58,8 +58,23 @@ void MemberMachine::finish(Code code, std::string detail) {
   // A publish that failed after its fill was prepared: the user may overwrite the buffers
   // now, and a registry that took the request after all hands out its descriptor.
   if (op_->kind == Kind::kPublish && op_->prepared && code != Code::kSuccess) out_.emplace_back(InvalidateHolding{});
+  // A round this registry never heard of from us (canceled or failed before it was asked):
+  // the other shards' transaction of it must not wait for us.
+  const bool unasked = op_->kind == Kind::kReplicate && (!op_->asked || op_->asked_generation != generation_);
   op_.reset();
   out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
+  if (unasked) tell_round_done();
+}
+
+void MemberMachine::tell_round_done() {
+  if (id_.num_shards < 2 || !up_ || member_ == 0) return;
+  // A replicate still to be (re-)asked here is in its round; one granted is done with it.
+  uint64_t done = rounds_;
+  if (op_ && op_->kind == Kind::kReplicate && phase_ != Phase::kReceiving &&
+      (op_->stage == Stage::kPreparing || op_->stage == Stage::kAsked || op_->stage == Stage::kWaitRegistry))
+    done = rounds_ - 1;
+  const int64_t version = granted_round_ == done ? granted_version_ : -1;
+  if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done, version});
 }
 
 void MemberMachine::on(const OpOpen& e) {
@@ -85,7 +100,9 @@ void MemberMachine::on(const OpPublish& e) {
 }
 
 void MemberMachine::on(const OpReplicate& e) {
+  const uint64_t round = ++rounds_;  // every call counts, as every shard makes it
   if (!start(e.op, Kind::kReplicate)) return;
+  op_->round = round;
   if (!e.update && phase_ == Phase::kHolding) {
     return finish(Code::kState, "replicate while holding version " + std::to_string(version_) +
                                     ": unpublish first, or use THUB_Update");
@@ -149,7 +166,7 @@ void MemberMachine::on(const OpCancel& e) {
   if (phase_ == Phase::kReceiving) return;
   op_->cancel = true;
   if (op_->stage == Stage::kWaitRegistry) return finish(Code::kCanceled, "canceled");
-  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_});
+  if (op_->stage == Stage::kAsked) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, op_->round});
 }
 
 // The request of the current operation, with the current member id.
@@ -165,9 +182,10 @@ void MemberMachine::send_op_request() {
       break;
     case Kind::kReplicate:
       if (phase_ == Phase::kReceiving) {
-        // Resuming a transfer at a registry that does not know it: ask for the same version.
+        // Resuming a transfer at a registry that does not know it: ask for the same version
+        // (the round's answer: a shard that asks the round afresh here joins it).
         op.stage = Stage::kRecovering;
-        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_});
+        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round});
       } else if (op.fill_promised) {
         // A registry may have granted the lost request and chained readers on us under its
         // fill: a grant of another version must not fill the same one (they would take it).
@@ -176,7 +194,10 @@ void MemberMachine::send_op_request() {
         out_.emplace_back(PrepareFill{op.id});
       } else {
         op.fill_promised = true;
-        send(Purpose::kOp, sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor});
+        op.asked = true;
+        op.asked_generation = generation_;
+        send(Purpose::kOp,
+             sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor, op.round});
       }
       break;
     case Kind::kUnpublish:
@@ -197,7 +218,16 @@ void MemberMachine::send(Purpose p, sched::Event ev) {
       },
       ev);
   pending_[req] = Pending{p, generation_};
-  out_.emplace_back(SendRequest{req, std::move(ev), generation_});
+  // Only what the operation can take back has the context's deadline: its REPLICATE while
+  // asked (withdrawn past it), and requests answered at once that change nothing for good.
+  bool deadline = !std::holds_alternative<sched::TransferDone>(ev) && !std::holds_alternative<sched::SourceFailed>(ev) &&
+                  !std::holds_alternative<sched::Unpublish>(ev) && !std::holds_alternative<sched::Cancel>(ev);
+  if (std::holds_alternative<sched::Replicate>(ev))
+    deadline = op_ && op_->stage == Stage::kAsked && !(op_->newer_than >= 0 && phase_ == Phase::kHolding);
+  // A re-open whose answer never came would leave us open nowhere, and nothing asks again
+  // (seed 148 with THUB_SIM_TIMEOUTS=1: the operation waited for it for ever).
+  if (p == Purpose::kReopen) deadline = false;
+  out_.emplace_back(SendRequest{req, std::move(ev), generation_, deadline});
 }
 
 // ---- registry answers -------------------------------------------------------------------------
@@ -233,6 +263,7 @@ void MemberMachine::on(const RegistryReply& e) {
         return;
       }
       member_ = r.member;
+      tell_round_done();  // what the registry before answered: nobody here waits for it
       if (needs_publish_) republish();
       resume_op();
       break;
@@ -310,6 +341,14 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
         case Stage::kGivingUp:
           if (move_on(op.error, op.detail)) return;  // the partial buffers are given up: ask again
           return finish(op.error, op.detail);
+        case Stage::kWithdrawing:
+          if (ok) return finish(op.error, op.detail);  // canceled while it waited
+          // Nothing waited: answered meanwhile (a grant that crossed the CANCEL, an error) or
+          // never taken. An UNPUBLISH gives a grant back (the registry refuses it when there
+          // is none); the error comes after its answer.
+          op.stage = Stage::kGivingUp;
+          send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+          return;
         default:
           return;
       }
@@ -357,6 +396,8 @@ void MemberMachine::on_grant(const sched::Reply& r) {
   version_ = r.version;
   lease_ = r.lease;
   grant_generation_ = generation_;
+  granted_round_ = op.round;
+  granted_version_ = r.version;
   needs_publish_ = false;
   op.stage = Stage::kTransfer;
   if (r.source_partial) counters_.partial_sources++;
@@ -441,6 +482,7 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
       }
       return finish(code, "transfer done: " + detail);
     case Stage::kGivingUp:
+    case Stage::kWithdrawing:  // a registry that is gone keeps nothing of ours
       return finish(op.error, op.detail);
     case Stage::kClosing:
       phase_ = Phase::kClosed;
@@ -467,6 +509,15 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
   if (code == Code::kRegistry && !op.retried) {
     wait_registry();  // asked again once another registry answers
     if (back_already) resume_op();
+    return;
+  }
+  if (code == Code::kTimeout && op.kind == Kind::kReplicate && op.stage == Stage::kAsked) {
+    // Past the deadline the REPLICATE may still wait at the registry, or be granted any time:
+    // withdrawn (else its grant, which nobody takes, would hold its source's drain for ever).
+    op.stage = Stage::kWithdrawing;
+    op.error = code;
+    op.detail = "replicate: " + detail;
+    send(Purpose::kOp, sched::Cancel{0, 0, member_, op.round});
     return;
   }
   finish(code, detail);
@@ -574,7 +625,7 @@ void MemberMachine::on(const TransferEnded& e) {
   op.stage = Stage::kRecovering;
   if (grant_generation_ != generation_) {
     // The registry that granted us is gone, and with it our lease.
-    send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_});
+    send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_, op.round});
   } else {
     send(Purpose::kOp, sched::SourceFailed{0, 0, member_, lease_, have_});
   }

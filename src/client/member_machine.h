@@ -77,7 +77,10 @@ using MachineEvent = std::variant<OpOpen, OpPublish, OpReplicate, Prepared, Prep
 // A registry request (the client id in it is left 0: the connection's).
 // `generation`: the registry (connection generation) it is meant for; the connection refuses
 // it (RegistryNoReply kRegistry) when another registry answers by the time it would go out.
-struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; };
+// `deadline`: the context's timeout_ms applies (a REPLICATE past it is withdrawn: CANCEL,
+// then UNPUBLISH for a grant that crossed it); false: it has none (a step that cannot be
+// withdrawn: TRANSFER_DONE, SOURCE_FAILED, UNPUBLISH, CANCEL, an update in place, a resume).
+struct SendRequest { uint64_t req; sched::Event event; uint64_t generation = 0; bool deadline = true; };
 // Publish: make the buffers ready to serve `version` (a new fill: counter, packing and
 // checksums behind), then answer Prepared (or PrepareFailed).
 struct PrepareHolding { uint64_t op; int64_t version; };
@@ -149,6 +152,8 @@ class MemberMachine {
     kDoneSent,      // TRANSFER_DONE sent after a good transfer
     kRecovering,    // SOURCE_FAILED (or a fresh REPLICATE at a new registry) sent
     kGivingUp,      // the transfer failed: UNPUBLISH sent, then the error
+    kWithdrawing,   // the REPLICATE passed its deadline: CANCEL sent, then UNPUBLISH if a
+                    // grant crossed it, then THUB_ERR_TIMEOUT
     kClosing,       // CLOSE sent
     kWaitRegistry,  // the registry is gone: waits for another to answer
   };
@@ -157,6 +162,9 @@ class MemberMachine {
     Kind kind = Kind::kOpen;
     Stage stage = Stage::kAsked;
     int64_t spec = -1, newer_than = -1;
+    uint64_t round = 0;       // replicate: the user's n-th replicate or update of this handle
+    bool asked = false;       // ... its REPLICATE went to the registry of `asked_generation`
+    uint64_t asked_generation = 0;
     uint64_t layout_hash = 0;
     std::string descriptor;
     uint32_t fill = 0;
@@ -205,6 +213,9 @@ class MemberMachine {
   // our holding's re-publish not yet answered.
   [[nodiscard]] bool unsettled() const { return !up_ || member_ == 0 || republish_pending_; }
   void republish();
+  // Tells the registry the latest round this shard is done with (a CANCEL with that round):
+  // a transaction of it that another shard opens there does not wait for this one.
+  void tell_round_done();
   void resume_op();  // after a re-open or re-publish: a waiting operation sends its request
 
   MemberIdentity id_;
@@ -229,6 +240,13 @@ class MemberMachine {
   uint64_t transfer_ = 0;           // the transfer running (BeginTransfer.transfer)
   std::optional<Op> op_;
   uint64_t next_req_ = 1;
+  // THUB_Replicate/THUB_Update calls so far: the shards of a replica call them in lockstep,
+  // so the n-th call of every shard is one round, one transaction at the registry
+  // (sched::Replicate::round).
+  uint64_t rounds_ = 0;
+  // The round of the last grant and its version: what a re-open tells a new registry.
+  uint64_t granted_round_ = 0;
+  int64_t granted_version_ = -1;
   struct Pending {
     Purpose purpose = Purpose::kOp;
     uint64_t generation = 0;  // of the connection it was sent on

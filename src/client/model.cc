@@ -123,7 +123,8 @@ void Model::Core::act(const SendRequest& a) {
   std::weak_ptr<Core> weak = weak_from_this();
   Executor& engine = ctx.engine();
   const uint64_t req = a.req;
-  ctx.registry().send(a.event, ctx.config().timeout_ms, [weak, &engine, req](registry::RequestResult r) {
+  const int64_t timeout = a.deadline ? ctx.config().timeout_ms : registry::Connection::kNoDeadline;
+  ctx.registry().send(a.event, timeout, [weak, &engine, req](registry::RequestResult r) {
     engine.post([weak, req, r = std::move(r)] {
       auto self = weak.lock();
       if (!self) return;

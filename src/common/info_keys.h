@@ -80,7 +80,8 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
     {"max_inflight", info_keys_detail::kCtx, InfoType::kInt, "16", 1, 1024,
      "gets in flight per transfer"},
     {"timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "0", 0, info_keys_detail::kTiB,
-     "deadline of a blocking call in ms (0: none)"},
+     "deadline of a blocking call in ms (0: none); a replicate still waiting at the registry is then "
+     "withdrawn (THUB_ERR_TIMEOUT), a transfer under way, an unpublish or an update in place completes"},
     {"heartbeat_ms", info_keys_detail::kCtx, InfoType::kInt, "1000", 10, info_keys_detail::kHour,
      "client heartbeat period in ms"},
     {"reconnect_ms", info_keys_detail::kCtx, InfoType::kInt, "10000", 0, info_keys_detail::kHour,
@@ -90,7 +91,8 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
     {"registry_connect_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "5000", 1, info_keys_detail::kHour,
      "per registry address: connect and the HELLO answer (ms)"},
     {"registry_request_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "30000", 0, info_keys_detail::kDay,
-     "deadline (ms) of requests the registry answers at once, when timeout_ms is 0 (0: none)"},
+     "deadline (ms) of requests the registry answers at once (open, publish, close, offload done), when "
+     "timeout_ms is 0 (0: none)"},
     {"stall_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "10000", 10, info_keys_detail::kDay,
      "a source that makes no progress this long (ms) has failed"},
     {"net_devices", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,

@@ -508,7 +508,7 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
                              std::function<void(RequestResult)> done, uint64_t for_generation) {
   // Requests the registry may answer much later (a drain or a busy source lasts as long as a
   // transfer) wait as long as the registry is alive; the others get request_timeout_ms.
-  if (timeout_ms <= 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
+  if (timeout_ms == 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
   {
     std::unique_lock<std::mutex> lk(mu);

@@ -68,7 +68,7 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Send a request and wait for its reply, at most timeout_ms (Error(kTimeout)). With
-  // timeout_ms <= 0 the default applies: request_timeout_ms for requests the registry answers
+  // timeout_ms 0 the default applies (kNoDeadline: none): request_timeout_ms for requests the registry answers
   // at once; none for those it may defer (REPLICATE, SOURCE_FAILED, UNPUBLISH: drains and
   // busy sources last as long as transfers), which wait as long as the registry is alive.
   // Throws Error(kRegistry) if the connection is lost (or the registry falls silent) before
@@ -83,6 +83,9 @@ class Connection {
   // still at that generation: a request with member ids of an earlier registry never reaches
   // the next one.
   static constexpr uint64_t kAnyGeneration = ~uint64_t{0};
+  // timeout_ms: > 0 a deadline; 0 request_timeout_ms for requests answered at once, none for
+  // those the registry may defer; kNoDeadline none (as long as the registry is alive).
+  static constexpr int64_t kNoDeadline = -1;
   void send(const sched::Event& ev, int64_t timeout_ms, std::function<void(RequestResult)> done,
             uint64_t for_generation = kAnyGeneration);
   // The registry's state as text (debugging).

@@ -19,7 +19,9 @@ namespace thub::registry {
 
 constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 2: HELLO carries a nonce instead of the token; CHALLENGE, AUTH and AUTH_OK (docs/protocol.md).
-constexpr uint16_t kProtocolVersion = 2;
+// 3: REPLICATE carries a round (the user's n-th replicate of the model handle), CANCEL a round and a
+// version (docs/sched.md "Transactions").
+constexpr uint16_t kProtocolVersion = 3;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 

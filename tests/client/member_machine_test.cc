@@ -420,5 +420,150 @@ TEST_F(MemberMachineTest, FailedHostCopyIsToldToTheRegistry) {
   EXPECT_FALSE(did<DropHostCopy>());
 }
 
+// The stale-transaction finding (docs/sched.md): a replica's shards ask in lockstep, so the
+// n-th replicate or update of a model handle is one round, and REPLICATE says which.
+TEST_F(MemberMachineTest, ReplicateCarriesItsRound) {
+  m = MemberMachine{MemberIdentity{"m", "r", 0, 2, 0, false}};
+  open();
+  for (uint64_t round = 1; round <= 2; ++round) {
+    clear();
+    uint64_t op = next_op++;
+    step(OpReplicate{op, -1, round == 2});
+    step(Prepared{op, 7, "fill", static_cast<uint32_t>(round)});
+    auto rep = sent<sched::Replicate>();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->second.round, round);
+    reply(rep->first, refusal(sched::Status::kNotFound, "no version"));
+    ASSERT_TRUE(completed());
+  }
+}
+
+// A round canceled before its REPLICATE reached a registry: the other shards' transaction of
+// it at the registry must not wait for this shard (a slot kept for it held up other replicas
+// for ever: seed 782 with THUB_SIM_STRICT=1). The machine says the round is done (a CANCEL
+// with the round), at once when it can, else after the re-open at the next registry.
+TEST_F(MemberMachineTest, RoundCanceledBeforeItWasAskedIsToldDone) {
+  m = MemberMachine{MemberIdentity{"m", "r", 1, 2, 0, false}};
+  open(5);
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(OpCancel{op});
+  step(Prepared{op, 7, "fill", 1});
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kCanceled);
+  EXPECT_FALSE(sent<sched::Replicate>());
+  auto done = sent<sched::Cancel>();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->second.member, 5u);
+  EXPECT_EQ(done->second.round, 1u);
+  // Round 2 waits for a registry and is canceled there; the next registry hears of it.
+  clear();
+  step(RegistryLost{});
+  op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill", 2});
+  step(OpCancel{op});
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kCanceled);
+  EXPECT_FALSE(sent<sched::Cancel>());
+  clear();
+  step(RegistryBack{1});
+  ok(sent<sched::Open>()->first, 6);
+  done = sent<sched::Cancel>();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->second.member, 6u);
+  EXPECT_EQ(done->second.round, 2u);
+}
+
+// After a failover a shard resumes the version the old registry granted it, in its round
+// (the new registry hands that version to a shard that asks the round afresh there). Granted,
+// it has its round's answer: the re-open says round 1 is done.
+TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
+  m = MemberMachine{MemberIdentity{"m", "r", 0, 2, 0, false}};
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill", 1});
+  auto rep = sent<sched::Replicate>();
+  ASSERT_TRUE(rep);
+  reply(rep->first, grant(4, 11));
+  uint64_t transfer = began();
+  ASSERT_NE(transfer, 0u);
+  failover(1, 2);
+  auto done = sent<sched::Cancel>();  // granted: round 1 is answered, nobody here waits for it
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->second.round, 1u);
+  EXPECT_EQ(done->second.version, 4);  // a shard that asks round 1 afresh there gets v4 too
+  clear();
+  step(TransferEnded{transfer, Code::kTransport, true, 0, "source died"});
+  auto again = sent<sched::Replicate>();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->second.spec, 4);
+  EXPECT_EQ(again->second.round, 1u);
+}
+
+// timeout_ms on a REPLICATE that waits at the registry (THUB_SIM_TIMEOUTS=1): ending it
+// THUB_ERR_TIMEOUT left it pending there, and its later grant, taken by nobody, held its
+// source's drain for ever. It is withdrawn: CANCEL; a grant that crossed it is given back
+// (UNPUBLISH); then THUB_ERR_TIMEOUT.
+TEST_F(MemberMachineTest, ReplicatePastItsDeadlineIsWithdrawn) {
+  open(4);
+  for (bool crossed : {false, true}) {
+    clear();
+    uint64_t op = next_op++;
+    step(OpReplicate{op, -1, false});
+    step(Prepared{op, 7, "fill", 1});
+    auto rep = sent<sched::Replicate>();
+    ASSERT_TRUE(rep);
+    for (const auto& a : out) {
+      if (auto* r = std::get_if<SendRequest>(&a)) {
+        EXPECT_TRUE(r->deadline);
+      }
+    }
+    clear();
+    step(RegistryNoReply{rep->first, Code::kTimeout, "no reply within its deadline"});
+    EXPECT_FALSE(completed());
+    auto cancel = sent<sched::Cancel>();
+    ASSERT_TRUE(cancel);
+    EXPECT_EQ(cancel->second.member, 4u);
+    clear();
+    if (!crossed) {
+      ok(cancel->first);  // it still waited: canceled
+    } else {
+      reply(cancel->first, refusal(sched::Status::kState, "no replicate of this member waits"));
+      auto unpub = sent<sched::Unpublish>();
+      ASSERT_TRUE(unpub) << "a grant that crossed the CANCEL would hold its source for ever";
+      EXPECT_FALSE(completed());
+      ok(unpub->first);
+    }
+    ASSERT_TRUE(completed());
+    EXPECT_EQ(completed()->code, Code::kTimeout);
+    EXPECT_EQ(m.phase(), MemberMachine::Phase::kIdle);
+  }
+}
+
+// What cannot be withdrawn has no deadline: a TRANSFER_DONE past timeout_ms failed an
+// operation whose member held the version.
+TEST_F(MemberMachineTest, TransferDoneHasNoDeadline) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill", 1});
+  reply(sent<sched::Replicate>()->first, grant(3, 8));
+  uint64_t transfer = began();
+  clear();
+  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+  auto done = sent<sched::TransferDone>();
+  ASSERT_TRUE(done);
+  for (const auto& a : out) {
+    if (auto* r = std::get_if<SendRequest>(&a)) {
+      EXPECT_FALSE(r->deadline);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace thub::client

@@ -75,7 +75,7 @@ Message request(const sched::Event& ev) {
           return {Shape::kPublish, {u64(e.member), i64(e.version), u64(e.layout_hash), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Replicate>) {
           return {Shape::kReplicate,
-                  {u64(e.member), i64(e.spec), i64(e.newer_than), u64(e.layout_hash), str(e.descriptor)}};
+                  {u64(e.member), i64(e.spec), i64(e.newer_than), u64(e.layout_hash), str(e.descriptor), u64(e.round)}};
         } else if constexpr (std::is_same_v<T, sched::TransferDone>) {
           return {Shape::kTransferDone, {u64(e.member), u64(e.lease)}};
         } else if constexpr (std::is_same_v<T, sched::SourceFailed>) {
@@ -83,7 +83,7 @@ Message request(const sched::Event& ev) {
         } else if constexpr (std::is_same_v<T, sched::OffloadDone>) {
           return {Shape::kOffloadDone, {u64(e.member), i64(e.version), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Cancel>) {
-          return {Shape::kCancel, {u64(e.member)}};
+          return {Shape::kCancel, {u64(e.member), u64(e.round), i64(e.version)}};
         } else {
           throw std::logic_error("not a client request");
         }

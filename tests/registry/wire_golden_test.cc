@@ -110,12 +110,12 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("open", ev(Open{1, 2, "m", "r", 2, 4, 3, true}));
   add("close", ev(sched::Close{1, 2, 9}));
   add("publish", ev(Publish{1, 2, 1, 2, 3, "descriptor"}));
-  add("replicate", ev(Replicate{1, 2, 12, -3, 5, 0xabcdef, "desc"}));
+  add("replicate", ev(Replicate{1, 2, 12, -3, 5, 0xabcdef, "desc", 7}));
   add("transfer_done", ev(TransferDone{1, 2, 4, 5}));
   add("source_failed", ev(SourceFailed{1, 2, 4, 5, 123456}));
   add("unpublish", ev(Unpublish{1, 2, 6}));
   add("offload_done", ev(OffloadDone{1, 2, 7, 8, "host"}));
-  add("cancel", ev(sched::Cancel{1, 2, 10}));
+  add("cancel", ev(sched::Cancel{1, 2, 10, 3, 4}));
   Reply r{};
   r.status = Status::kVersionLost;
   r.detail = "gone";
@@ -264,10 +264,12 @@ std::vector<std::pair<std::string, std::string>> cases() {
 
 // Recorded from the hand-written codec (src/registry/protocol.cc before the schema); protocol
 // version 2 (the authenticated handshake) changed, deliberately, the frame's version, HELLO's
-// first field (a 32-byte nonce, no longer the token) and added CHALLENGE, AUTH and AUTH_OK.
+// first field (a 32-byte nonce, no longer the token) and added CHALLENGE, AUTH and AUTH_OK;
+// protocol version 3 changed the frame's version and added REPLICATE's last field (u64 round)
+// and CANCEL's last two (u64 round, i64 version).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542020005004d0000000000000003000000616263"},
+     "54485542030005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -285,7 +287,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"publish",
      "0100000000000000020000000000000003000000000000000a00000064657363726970746f72"},
     {"replicate",
-     "0c00000000000000fdffffffffffffff0500000000000000efcdab00000000000400000064657363"},
+     "0c00000000000000fdffffffffffffff0500000000000000efcdab000000000004000000646573630700000000000000"},
     {"transfer_done",
      "04000000000000000500000000000000"},
     {"source_failed",
@@ -295,7 +297,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"offload_done",
      "0700000000000000080000000000000004000000686f7374"},
     {"cancel",
-     "0a00000000000000"},
+     "0a0000000000000003000000000000000400000000000000"},
     {"reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
      "0101"},

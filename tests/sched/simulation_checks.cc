@@ -147,7 +147,7 @@ void World::check_no_idle_wait() {
   bool loaded = false;
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
-    if (!a.alive || a.conn.cid != cid || stale_model(a.model)) continue;
+    if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out) {
       if (!out.delivered || out.decided) continue;
       Version v = -1;
@@ -318,13 +318,11 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && !skewed(c)) check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
   if (out.op == Op::kFailed && rep.status == Status::kTransport &&
       rep.detail.find("only by sources that failed for this reader") != std::string::npos)
     ++res_.judged_alive;
   if (rep.status == Status::kVersionLost) check_version_lost(c, s, out, rep);
-  // A shard withdrawn from its round at the registry: the transaction another shard opens
-  // next waits for it (the stale-transaction finding).
-  if (out.op == Op::kReplicate && rep.status == Status::kCanceled && a.n > 1) mark_skewed(c, "a shard was canceled");
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);
@@ -349,7 +347,7 @@ void World::check_transaction(ClientId c, int s, const Reply& rep) {
   if (rep.version != ss.first_v)
     return fail("shards of replica " + a.replica + " got versions " + std::to_string(ss.first_v) + " and " +
                 std::to_string(rep.version));
-  if (src == ss.first_src || !ss.first_src || ss.in_place_round) return;
+  if (src == ss.first_src || !ss.first_src || ss.in_place_round || ss.told_round == ss.txn_round) return;
   auto fs = sessions_.find(ss.first_src);
   if (fs == sessions_.end()) return;
   const ShardView& ps = fs->second.sh[s];
@@ -567,8 +565,7 @@ void World::liveness() {
     const Actor& a = actor_of(ss);
     if (!a.alive || a.conn.cid != cid) continue;
     for (const auto& [req, out] : ss.out)
-      if (out.delivered && !out.decided &&
-          !(stale_model(a.model) && (out.op == Op::kReplicate || out.op == Op::kFailed)))
+      if (out.delivered && !out.decided)
         return fail("request " + std::to_string(req) + " of replica " + a.replica + " shard " +
                     std::to_string(out.shard) + " (op " + std::to_string(static_cast<int>(out.op)) +
                     ") was never answered");

@@ -105,8 +105,8 @@ void World::send(int i, int s, const client::SendRequest& a) {
   // The outside view records what was sent (its session exists once Connect was delivered;
   // without it nothing of this connection reaches the registry any more).
   if (auto ss = sessions_.find(c.cid); ss != sessions_.end()) {
-    // A Replicate of an operation from before this session opens a transaction here that the
-    // other shards join only if they, too, still wait for their first answer of that round.
+    // A Replicate of an operation from before this session: the round's answer of the other
+    // shards came from the registry before, unless they, too, still wait for it.
     if (std::holds_alternative<Replicate>(ev) && actor.n > 1 && !ss->second.skewed) {
       auto waits_first_answer = [&](const Shard& t) {
         for (const auto& [op, rec] : t.ops)
@@ -128,7 +128,7 @@ void World::send(int i, int s, const client::SendRequest& a) {
   }
   transmit(i, c.serial, ev);
   retry_later(i, c.serial, q);
-  Time deadline = actor.timeout > 0 ? actor.timeout : deferrable(ev) ? 0 : kRequestTimeout;
+  Time deadline = !a.deadline ? 0 : actor.timeout > 0 ? actor.timeout : deferrable(ev) ? 0 : kRequestTimeout;
   if (deadline > 0) {
     uint64_t serial = c.serial;
     at(deadline, [=] { expire_request(i, serial, q); });
@@ -206,8 +206,6 @@ void World::on_reply(int i, uint64_t serial, const Reply& rep) {
   a.conn.pending.erase(it);
   const uint64_t reg = p.reg;
   if (a.sh[p.shard].reg != reg) return;
-  if (skewed(a.conn.cid))
-    for (auto& [op, rec] : a.sh[p.shard].ops) rec.stale = true;
   feed(i, p.shard, client::RegistryReply{p.mreq, rep});
   if (!res_.ok || !a.alive || a.sh[p.shard].reg != reg) return;
   on_grant_seen(i, p.shard, rep);

@@ -23,7 +23,7 @@ void World::add_actor() {
   a.spot = !a.trainer && chance(400);
   a.retain = a.trainer ? static_cast<int>(r(3)) : 0;
   if (!chunks_.count(a.model)) chunks_[a.model] = 2 + static_cast<int>(r(kMaxChunks - 1));
-  // THUB_Info timeout_ms: model.cc gives every request that deadline, deferred ones too.
+  // THUB_Info timeout_ms: a replicate still asked past it is withdrawn (docs/client.md).
   if (timeouts_ && chance(200)) a.timeout = (150 + static_cast<Time>(r(350))) * kMs;
   actors_.push_back(std::move(a));
 }

@@ -54,8 +54,7 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
   if (c.version != m.held()) return fail(what + " reports version " + std::to_string(c.version) + ", the machine holds " + std::to_string(m.held()));
   if (m.busy()) return fail(what + " completed, but the machine still runs an operation");
   // The program asks only what it may: these mean the machine lost track of itself.
-  // (A skewed session's stale transaction may grant a resuming shard another version.)
-  if ((c.code == Code::kInternal && !o.stale) || c.code == Code::kArg)
+  if (c.code == Code::kInternal || c.code == Code::kArg)
     return fail(what + ": an error the program never causes");
   const bool ok = c.code == Code::kSuccess;
   const Tag want = tag_of(a.model, c.version);
@@ -77,7 +76,7 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
       if (ok) {
         if (o.granted < 0 || c.version != o.granted)
           return fail(what + ": holds " + std::to_string(c.version) + ", the registry granted " + std::to_string(o.granted));
-        if (o.arg >= 0 && c.version != o.arg && !o.stale)
+        if (o.arg >= 0 && c.version != o.arg)
           return fail(what + ": asked for version " + std::to_string(o.arg));
         if (o.kind == OpRecord::Kind::kUpdate && o.before >= 0 && c.version <= o.before)
           return fail(what + ": an update that is not newer than " + std::to_string(o.before));
@@ -113,21 +112,7 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
   // A publish that the registry took starts the staging behind it.
   if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
     stage(i, s, sh.reg, sh.counter.epoch, 0);
-  if (idle(a) && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate)) end_of_round(i);
   if (idle(a)) progress(i);
-}
-
-// A round in which some shard's Replicate reached this registry and another's did not (it was
-// canceled while waiting for a registry, or answered by an older one) leaves a transaction
-// that waits for the missing shard: the stale-transaction finding (Session::skewed).
-void World::end_of_round(int i) {
-  const Actor& a = actors_[i];
-  auto ss = sessions_.find(a.conn.cid);
-  if (a.n < 2 || ss == sessions_.end() || ss->second.skewed || ss->second.txn_round != a.round) return;
-  bool all = true;
-  for (const ShardView& t : ss->second.sh) all = all && t.round_decided;
-  if (all) return;
-  mark_skewed(a.conn.cid, "a shard did not ask in round " + std::to_string(a.round));
 }
 
 void World::mark_skewed(ClientId c, const std::string& why) {
@@ -144,8 +129,6 @@ void World::client_liveness() {
     if (!a.alive) continue;
     for (size_t s = 0; s < a.sh.size(); ++s) {
       for (const auto& [op, o] : a.sh[s].ops) {
-        const bool replicate = o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate;
-        if (replicate && stale_model(a.model)) continue;  // it may wait for a stale transaction
         return fail(a.replica + "/" + std::to_string(s) + " op " + std::to_string(op) + " (" + kind_name(o.kind) + " " +
                     std::to_string(o.arg) + ", started at " + std::to_string(o.started) +
                     ") never completed; faults stopped at " + std::to_string(quiet_since_) + " (machine phase " +
@@ -154,8 +137,6 @@ void World::client_liveness() {
       }
     }
     for (const auto& [q, p] : a.conn.pending) {
-      if (stale_model(a.model) && (std::holds_alternative<Replicate>(p.ev) || std::holds_alternative<SourceFailed>(p.ev)))
-        continue;
       return fail(a.replica + " request " + std::to_string(q) + " of shard " + std::to_string(p.shard) +
                   " got neither an answer nor a failure");
     }

@@ -4,6 +4,7 @@
 // (THUB_SIM_TRACE=1 prints every decision).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -93,6 +94,32 @@ TEST(SimulationTest, TenThousandSeeds) {
       static_cast<unsigned long long>(sum.reports), static_cast<unsigned long long>(sum.confirmed),
       static_cast<unsigned long long>(sum.judged_alive), static_cast<unsigned long long>(sum.copy_failures),
       static_cast<unsigned long long>(skewed_seeds));
+}
+
+// Contexts with timeout_ms (THUB_SIM_TIMEOUTS=1): a REPLICATE past its deadline is withdrawn
+// (CANCEL, then UNPUBLISH for a grant that crossed it), and what cannot be withdrawn (a
+// transfer's TRANSFER_DONE or SOURCE_FAILED, an UNPUBLISH, an update in place) has no
+// deadline. Before, a replicate past its deadline stayed pending at the registry and its
+// later grant, taken by nobody, held its source's drain for ever; a TRANSFER_DONE past it
+// failed an operation whose member held the version (41 of seeds 1-2,000 failed).
+TEST(SimulationTest, DeadlinesOnOperations) {
+  uint64_t seeds = 2000;
+  if (const char* e = std::getenv("THUB_SIM_SEEDS")) seeds = std::min<uint64_t>(seeds, std::strtoull(e, nullptr, 10));
+  const bool was_set = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
+  setenv("THUB_SIM_TIMEOUTS", "1", 1);
+  uint64_t timeouts = 0;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    SimResult r = run_simulation(seed);
+    if (!r.ok) {
+      if (!was_set) unsetenv("THUB_SIM_TIMEOUTS");
+      FAIL() << r.error;
+    }
+    timeouts += r.timeouts;
+  }
+  if (!was_set) unsetenv("THUB_SIM_TIMEOUTS");
+  EXPECT_GT(timeouts, 0u);  // requests did pass their deadlines
+  std::printf("%llu seeds with timeout_ms: %llu requests past their deadline\n", static_cast<unsigned long long>(seeds),
+              static_cast<unsigned long long>(timeouts));
 }
 
 }  // namespace

@@ -71,14 +71,18 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
   std::vector<ShardView> sh;
   std::map<RequestId, Out> out;
   // A multi-shard replica sent a Replicate for an operation that began before this session
-  // (asked again after a failover, or resuming there): the registry may have opened a
-  // transaction for one shard that the others, done with that round, join in their next
-  // one (the stale-transaction finding, docs/sched.md). Its transaction checks are off
-  // unless THUB_SIM_STRICT is set.
+  // (asked again after a failover, or resuming there) while another shard had its answer
+  // from the registry before: this registry cannot know that answer (a round's answer lost
+  // with a registry may differ from the one its siblings got), and a resuming shard's source
+  // is chosen for it alone. The round's "same version, same source replica" check is off for
+  // the session unless THUB_SIM_STRICT is set (docs/sched.md, "Known open findings").
   bool skewed = false;
   // the transaction of the current round: the first grant fixes version and source replica
   int txn_round = -1;
   bool has_first = false, in_place_round = false;
+  // A shard told this registry the version an older one granted it in this round (a CANCEL
+  // with a version): the round's transaction has no planned source; each shard's is its own.
+  int told_round = -1;
   Version first_v = -1;
   ClientId first_src = 0;
   std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source members, times hidden
@@ -135,7 +139,6 @@ struct OpRecord {        // an operation the program started and the machine has
   Version before = -1;   // held when it started
   Version granted = -1;  // the last version the registry granted it
   int round = 0;
-  bool stale = false;    // answered in a skewed session (Session::skewed)
 };
 
 struct Shard {           // one shard of a process: the machine and what the driver keeps for it
@@ -264,7 +267,6 @@ class World {
   void on_complete(int i, int s, const client::CompleteOp& c);
   void on_grant_seen(int i, int s, const Reply& rep);
   void client_liveness();
-  void end_of_round(int i);
   void mark_skewed(ClientId c, const std::string& why);
 
   // ---- the registry seen from outside, and its invariants (simulation_checks.cc)
@@ -307,19 +309,12 @@ class World {
   int steps_;
   std::mt19937_64 rng_;
   bool trace_ = false;
-  bool strict_ = false;  // THUB_SIM_STRICT: no check is exempted for a skewed session
-  // Faults off by default, each of which shows a known open finding (docs/sched.md):
+  bool strict_ = false;  // THUB_SIM_STRICT: the transaction check is not exempted for a skewed session
+  // Off by default (its draws would change every seed's schedule, and with it the trace
+  // hashes other work compares); SimulationTest.DeadlinesOnOperations turns it on:
   bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
-  // A skewed session's stale transaction also keeps source slots of its model reserved,
-  // which holds up other replicas' requests (the same finding): checks of waiting are off
-  // for the model while such a session is registered.
-  bool stale_model(int model) const {
-    for (const auto& [cid, ss] : sessions_)
-      if (skewed(cid) && actors_[ss.actor].model == model) return true;
-    return false;
-  }
   Config cfg_;
   std::unique_ptr<Registry> reg_;
   uint64_t epoch_ = 0;     // registry incarnation

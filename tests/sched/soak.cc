@@ -1,8 +1,8 @@
 // thub_sched_soak --seeds N [--first S] [--steps K]: runs the simulation for long; prints
 // each failing seed (with its trace) and a summary; exit status 1 when any seed failed.
-// Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=1 (no check exempted for
-// the stale-transaction finding), THUB_SIM_TIMEOUTS=1 (a fault that shows another open
-// finding; docs/sched.md).
+// Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=1 (the round check is not
+// exempted for a shard that asks a registry alone after a failover), THUB_SIM_TIMEOUTS=1
+// (some contexts set timeout_ms; docs/sched.md).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

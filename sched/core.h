@@ -70,6 +70,9 @@ struct Member {
   // transfer (and when), which its regrants never pick again.
   std::set<ClientId> reports;
   std::map<MemberId, Time> shunned;
+  // The splice (membership.cc): the source whose reader slot is held for this reader's
+  // regrant, because the member between them in a chain went away. 0 when none.
+  MemberId held_slot = 0;
 };
 
 struct Lease {
@@ -210,6 +213,15 @@ class Core {
   void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
   void hide_leaving(Member& m);  // unindexed for good: no longer a holder for any decision
   bool expire_orphans();
+  // The splice: when a partial member M that reads from P and is read by R goes away, P's
+  // freed slot is held for R (counted in load(P)) until R's own lease ends, R or P goes, so
+  // that R's regrant continues from P, which is ahead of it, instead of a newcomer taking
+  // the slot first and R being handed a source that holds less than itself.
+  // (reader R, source P) to splice around `gone`, asked before its own lease ends.
+  std::optional<std::pair<MemberId, MemberId>> splice_candidate(const Member& gone) const;
+  void hold_slot(Member& reader, MemberId source);
+  void release_held(Member& reader);
+  void release_held_on(MemberId source);      // the source goes: its held slots go too
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);
 
@@ -336,6 +348,7 @@ class Core {
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
+  std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;

@@ -93,6 +93,11 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   Member& m = it->second;
   hide_leaving(m);  // before its own lease ends (that may end a drain: see remove_client)
   undefer_member(id);
+  // Chosen while m's own lease still says where it read from; held once that lease has
+  // freed the slot (below), so the count never passes max_readers_per_source.
+  auto splice = splice_candidate(m);
+  release_held(m);        // as a reader (a dropped one's lease turns orphan: no end_lease)
+  release_held_on(id);    // as a source (its held readers were candidates above)
   if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {
     // It may still be reading: the source stays loaded and undrained until the grace ends.
     Lease& l = leases_.at(m.own_lease);
@@ -103,6 +108,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
     chains_changed();
   }
   cancel_own_lease(m);
+  if (splice) hold_slot(members_.at(splice->first), splice->second);
   // Leases where it is the source stay counted until their readers report SourceFailed;
   // reserved transaction slots on it are given up (the joining shard gets another source).
   for (auto& [rname, r] : models_.at(m.model).replicas)
@@ -130,6 +136,62 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   chains_changed();
   maybe_erase_model(model);
   if (models_.count(model)) sweep_retention(model);
+}
+
+// Only a member that was itself reading (partial, a chain's middle) is spliced around: its
+// source P is ahead of its readers. With max_readers_per_source > 1 only one slot is freed,
+// so one reader gets it: one already held on the gone member (it was spliced once and P
+// took its place), else the oldest lease. The reader must still be reading the gone
+// member's version through that lease, not be leaving (its client may be the one going),
+// and not have reported P in this transfer (it would refuse it). P must not be leaving. No
+// datacenter rule: P is the place the gone member had in the chain, so a stream that
+// crossed datacenters crosses them once still.
+std::optional<std::pair<MemberId, MemberId>> Core::splice_candidate(const Member& gone) const {
+  auto own = leases_.find(gone.own_lease);
+  if (own == leases_.end() || own->second.orphan_until) return std::nullopt;
+  const Lease& up = own->second;
+  auto pit = members_.find(up.source);
+  if (pit == members_.end() || pit->second.leaving) return std::nullopt;
+  auto fits = [&](MemberId rid, LeaseId via) {
+    auto rit = members_.find(rid);
+    if (rit == members_.end() || rid == up.source) return false;
+    const Member& r = rit->second;
+    if (r.leaving || r.buf != Buf::kReceiving || r.version != up.version || r.shunned.count(up.source))
+      return false;
+    return via == 0 || (r.own_lease == via && r.held_slot == 0);
+  };
+  if (auto h = held_slots_.find(gone.id); h != held_slots_.end())
+    for (MemberId rid : h->second)
+      if (fits(rid, 0)) return std::make_pair(rid, up.source);
+  if (auto rd = leases_by_source_.find(gone.id); rd != leases_by_source_.end())
+    for (LeaseId lid : rd->second) {  // ascending: the oldest lease first
+      const Lease& l = leases_.at(lid);
+      if (l.orphan_until || l.from_offload || l.version != up.version) continue;
+      if (fits(l.reader, lid)) return std::make_pair(l.reader, up.source);
+    }
+  return std::nullopt;
+}
+
+void Core::hold_slot(Member& reader, MemberId source) {
+  reader.held_slot = source;
+  held_slots_[source].insert(reader.id);
+  add_load(source, 1);
+}
+
+void Core::release_held(Member& reader) {
+  if (!reader.held_slot) return;
+  auto h = held_slots_.find(reader.held_slot);
+  h->second.erase(reader.id);
+  if (h->second.empty()) held_slots_.erase(h);
+  add_load(reader.held_slot, -1);
+  reader.held_slot = 0;
+}
+
+void Core::release_held_on(MemberId source) {
+  auto h = held_slots_.find(source);
+  if (h == held_slots_.end()) return;
+  std::set<MemberId> readers = h->second;
+  for (MemberId rid : readers) release_held(members_.at(rid));
 }
 
 void Core::on(const Open& e) {

@@ -193,6 +193,34 @@ std::string Core::check_invariants() const {
     }
     if (by_shard != md.shard_free) err << "model " << name << ": shard_free differs from the free holders\n";
   }
+  // load() is its leases that are not orphans, its reserved slots and the slots it holds
+  // for spliced readers; a slot is held only for a reader still reading, through its own
+  // lease, from a member that is gone (until that read ends, the reader or the source goes).
+  std::map<MemberId, int> counted;
+  for (const auto& [id, l] : leases_)
+    if (!l.orphan_until) ++counted[l.source];
+  for (const auto& [src, n] : reserved_) counted[src] += n;
+  for (const auto& [src, readers] : held_slots_) {
+    counted[src] += static_cast<int>(readers.size());
+    if (!members_.count(src)) err << "a slot is held on gone member " << src << "\n";
+    for (MemberId rid : readers) {
+      auto rit = members_.find(rid);
+      if (rit == members_.end() || rit->second.held_slot != src) {
+        err << "a slot of member " << src << " is held for " << rid << ", which does not hold it\n";
+        continue;
+      }
+      auto lit = leases_.find(rit->second.own_lease);
+      if (lit == leases_.end() || members_.count(lit->second.source))
+        err << "member " << rid << " holds a slot of " << src << " but reads no gone source\n";
+    }
+  }
+  for (const auto& [id, m] : members_)
+    if (m.held_slot && !(held_slots_.count(m.held_slot) && held_slots_.at(m.held_slot).count(id)))
+      err << "member " << id << "'s held slot on " << m.held_slot << " is not recorded\n";
+  for (const auto& [id, n] : counted)
+    if (n && load(id) != n) err << "member " << id << " has load " << load(id) << ", counted " << n << "\n";
+  for (const auto& [id, n] : load_)
+    if (!counted.count(id)) err << "member " << id << " has load " << n << ", counted 0\n";
   for (const auto& [id, m] : members_) {
     if (load(id) > cfg_.max_readers_per_source)
       err << "member " << id << " has load " << load(id) << " > max\n";

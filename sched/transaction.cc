@@ -437,8 +437,12 @@ void Core::end_lease(LeaseId id) {
     if (sit->second.empty()) leases_by_source_.erase(sit);
   }
   if (!l.orphan_until) add_load(l.source, -1);
-  if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id)
+  if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id) {
     rit->second.own_lease = 0;
+    // A slot held for its regrant (the splice) is for this read's resumption only: taken by
+    // its SourceFailed (which reads held_slot first) or no longer needed (done, abandoned).
+    release_held(rit->second);
+  }
   chains_changed();
   if (auto sit = members_.find(l.source); sit != members_.end()) check_drain(sit->second);
 }
@@ -650,6 +654,9 @@ void Core::on(const SourceFailed& e) {
   // Judged while the lease still holds off the source's drain: the report always concerns
   // the fill this reader was reading, whatever ending the lease does to it.
   report_failure(l, e.client);
+  // The splice (membership.cc): its source's source kept a slot for it; end_lease frees
+  // the slot, which it takes at once below.
+  MemberId spliced = m->held_slot;
   end_lease(l.id);
   if (m->buf != Buf::kReceiving)
     return reply_err(e.client, e.req, Status::kState,
@@ -660,6 +667,8 @@ void Core::on(const SourceFailed& e) {
   p.req = e.req;
   p.member = e.member;
   p.version = l.version;
+  if (auto sp = members_.find(spliced); sp != members_.end() && !m->shunned.count(spliced))
+    if (auto pick = pick_in(sp->second, p.version, m->id)) return grant(p, *m, p.version, *pick);
   if (!try_regrant(p)) defer(p);
 }
 

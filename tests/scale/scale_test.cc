@@ -99,13 +99,13 @@ TEST(ScaleTest, RemoteDatacenterLimitedByItsUplinkOnly) {
   EXPECT_LT(r.p50_s, r.completion_s / 2);  // the trainer's datacenter is not held back
 }
 
-// Open finding (docs/scale.md): after a source failure the registry may hand the reader a
-// partial source that holds less than the reader itself (a replica that joined a moment ago
-// and holds nothing): the source choice knows load and completeness, not progress. The
-// reader, and every replica chained behind it, then waits for the newcomer to catch up: 1.41 x
-// ideal here (thub_scale --replicas 150 --joins 300 --deaths 40 --seed 12 --trace shows the
-// regrant "partial from 102284918784; source holds 0"). Enabled once the registry avoids it.
-TEST(ScaleTest, DISABLED_RegrantNeverWaitsForASourceBehindIt) {
+// Finding 4 of docs/scale.md (fixed by the splice, sched/membership.cc): a killed member's
+// reader used to be handed a newcomer holding nothing, because the registry gave the killed
+// member's freed slot on its source to the newcomer before the reader reported; the reader,
+// and every replica chained behind it, then waited for the newcomer to catch up (1.41 x ideal
+// here; thub_scale --replicas 150 --joins 300 --deaths 40 --seed 12 --trace showed the regrant
+// "partial from 102284918784; source holds 0"). The slot is now held for the reader.
+TEST(ScaleTest, RegrantNeverWaitsForASourceBehindIt) {
   ScaleConfig c;
   c.replicas = 150;
   c.joins = 300;

@@ -165,6 +165,7 @@ void World::view_before(const Event& ev) {
           if (!first_delivery(e.client, e.req)) return;
           mark_delivered(e.client, e.req);
           // The member's own read ends (it has stopped reading: also one reported failed).
+          if (std::is_same_v<E, Close>) splice_view({e.member});
           release_reads({e.member}, 0);
           hide(e.member);
           if (ShardView* t = reg_view(e.member)) {
@@ -181,6 +182,7 @@ void World::view_before(const Event& ev) {
           if (held_.count(e.lease)) reported(e);  // judged while the lease is active
           held_.erase(e.lease);  // ended at once, even when the regrant is deferred
         } else if constexpr (std::is_same_v<E, Disconnect>) {
+          splice_view(members_of(e.client));
           release_reads(members_of(e.client), 0);
           forget_client(e.client);
         } else if constexpr (std::is_same_v<E, Replicate>) {
@@ -196,6 +198,7 @@ void World::act(const Action& action) {
   if (auto* d = std::get_if<Drop>(&action)) {
     mix("D" + std::to_string(d->client));
     trace("registry drops client " + std::to_string(d->client));
+    splice_view(members_of(d->client));
     release_reads(members_of(d->client), now_ + cfg_.heartbeat_timeout);  // orphans
     forget_client(d->client);
     int i = cid_actor_.at(d->client);

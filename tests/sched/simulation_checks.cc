@@ -88,6 +88,21 @@ void World::release_reads(const std::set<MemberId>& readers, Time until) {
   }
 }
 
+// `gone` leave the registry (Close, Disconnect, Drop): a reader of one of them (or one
+// whose slot was held on one of them) may now have a slot held on the gone member's own
+// source, unless that source leaves too. Over-approximates the registry's rule (which holds
+// one slot, for one reader, under more conditions): the idle check counts it as busy.
+void World::splice_view(const std::set<MemberId>& gone) {
+  for (MemberId m : gone) {
+    MemberId up = 0;
+    for (const auto& [l, h] : held_)
+      if (h.reader == m && !h.orphan_until) up = h.src;
+    if (gone.count(up)) up = 0;
+    for (auto& [l, h] : held_)
+      if (!h.orphan_until && !gone.count(h.reader) && (h.src == m || h.splice_src == m)) h.splice_src = up;
+  }
+}
+
 // Is a read the registry still counts on `src` under way (a host copy of v, or its buffers)?
 bool World::read_by_lease(MemberId src, bool host, Version v) {
   for (const auto& [l, h] : held_) {
@@ -109,7 +124,10 @@ std::map<MemberId, int> World::outside_load(bool with_reservations) {
     it = it->second.orphan_until && it->second.orphan_until <= now_ ? held_.erase(it) : std::next(it);
   std::map<MemberId, int> n;
   for (const auto& [l, h] : held_)
-    if (!h.orphan_until) ++n[h.src];  // an orphan keeps the drain, not a reader slot
+    if (!h.orphan_until) {
+      ++n[h.src];  // an orphan keeps the drain, not a reader slot
+      if (with_reservations && h.splice_src) ++n[h.splice_src];
+    }
   // Every session the registry still knows counts, also one whose process is gone (its
   // transaction keeps its slots until the registry drops it or its shards leave).
   if (with_reservations)

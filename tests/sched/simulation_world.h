@@ -277,6 +277,7 @@ class World {
   void forget_models();
   std::set<MemberId> members_of(ClientId c) const;
   void release_reads(const std::set<MemberId>& readers, Time until);
+  void splice_view(const std::set<MemberId>& gone);  // before release_reads of a removal
   std::map<MemberId, int> outside_load(bool with_reservations);
   void check_reader_limit();
   bool complete_holder(const ShardView& t, Version v) const;
@@ -356,6 +357,10 @@ class World {
   struct Held {             // a lease as the clients see it: granted, not yet reported
     MemberId src = 0, reader = 0;
     Time orphan_until = 0;  // its reader was dropped for silence: counted until then
+    // Its source is gone and the registry may hold a slot on this member for the reader's
+    // regrant (the splice: sched/membership.cc). An upper bound: marked for every reader of
+    // a gone member that read from it, counted as busy by the idle check only.
+    MemberId splice_src = 0;
   };
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step

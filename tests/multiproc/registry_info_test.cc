@@ -4,6 +4,7 @@
 // unreachable registry, a wrong token and registries that answer garbage give a clear error
 // and exit status 1, never a crash.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -70,6 +73,59 @@ ToolRun run(const std::string& cmdline) {
 
 ToolRun info(const std::string& args, const std::string& env = "") {
   return run((env.empty() ? "" : "env " + env + " ") + THUB_INFO_PATH + " " + args);
+}
+
+// Runs `tensorhub-info --registry ADDRESS --watch 0.1`, reads its standard output until
+// `marker` has appeared `times` times, then sends SIGINT and waits for it to exit. A tool that
+// never prints the marker is killed after 120 s (the hang guard) and fails with rc -1.
+ToolRun watch_until_interrupted(const std::string& address, const std::string& marker, int times) {
+  ToolRun r;
+  int out[2];
+  if (::pipe(out) != 0) return r;
+  std::string err = temp_path("err");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::close(out[0]);
+    ::close(out[1]);
+    int e = ::open(err.c_str(), O_WRONLY | O_TRUNC);
+    if (e >= 0) ::dup2(e, STDERR_FILENO);
+    ::execl(THUB_INFO_PATH, THUB_INFO_PATH, "--registry", address.c_str(), "--watch", "0.1",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  auto seen = [&] {
+    int n = 0;
+    for (size_t at = r.out.find(marker); at != std::string::npos; at = r.out.find(marker, at + 1)) ++n;
+    return n;
+  };
+  bool signalled = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  char buf[4096];
+  for (;;) {
+    if (!signalled && seen() >= times) {
+      ::kill(pid, SIGINT);
+      signalled = true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    ssize_t k = ::read(out[0], buf, sizeof buf);
+    if (k <= 0) break;  // the tool closed its output: it exited
+    r.out.append(buf, static_cast<size_t>(k));
+  }
+  ::close(out[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (WIFEXITED(st)) r.rc = WEXITSTATUS(st);
+  r.err = slurp(err);
+  ::unlink(err.c_str());
+  if (!signalled) r.err += "[the marker '" + marker + "' was not printed " + std::to_string(times) + " times]";
+  return r;
 }
 
 bool have_python() { return std::system("command -v python3 >/dev/null 2>&1") == 0; }
@@ -248,8 +304,10 @@ TEST(RegistryInfoTest, WatchRefreshesUntilCountedOutOrInterrupted) {
        at = s.find("holder policy v3 shard 0/1 trainer complete", at + 1))
     ++docs;
   EXPECT_EQ(docs, 3u) << s;
-  // Without a count it refreshes until SIGINT, then exits 0.
-  ToolRun i = run("timeout --preserve-status -s INT 1 " THUB_INFO_PATH " --registry " + d.address + " --watch 0.1");
+  // Without a count it refreshes until SIGINT, then exits 0. The signal is sent once the
+  // second snapshot is out (an event, not a delay: a process still starting up, as under
+  // ASan on a busy machine, has no handler yet and would die of it).
+  ToolRun i = watch_until_interrupted(d.address, "model policy", 2);
   EXPECT_EQ(i.rc, 0) << i.err;
   EXPECT_TRUE(has(i.out, "model policy")) << i.out;
   EXPECT_TRUE(has(i.out, "every 0.1 s")) << i.out;

@@ -55,6 +55,24 @@ std::string local_time() {
 }  // namespace
 
 int registry_section(const RegistryOptions& opt, std::ostream& out, std::ostream& err) {
+  // Ctrl-C ends a watch cleanly from the start: a signal while the connection is set up or a
+  // snapshot is read only marks the stop (SA_RESTART: the calls under way carry on), so the
+  // exit status is 0 whenever it comes.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  if (opt.watch_s > 0) {
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  auto restore = [&] {
+    if (opt.watch_s > 0) {
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGTERM, &old_term, nullptr);
+    }
+  };
   std::unique_ptr<registry::Connection> conn;
   try {
     // The client's own configuration (info keys from the environment: TENSORHUB_AUTH_TOKEN,
@@ -65,14 +83,8 @@ int registry_section(const RegistryOptions& opt, std::ostream& out, std::ostream
     conn = std::make_unique<registry::Connection>(cfg.connection_options(split(opt.address)));
   } catch (const std::exception& e) {
     err << "tensorhub-info: cannot connect to the registry at " << opt.address << ": " << e.what() << "\n";
+    restore();
     return 1;
-  }
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  struct sigaction old_int {}, old_term {};
-  if (opt.watch_s > 0) {
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
   }
   const bool clear = opt.watch_s > 0 && !opt.json && ::isatty(STDOUT_FILENO);
   int rc = 0;
@@ -98,10 +110,7 @@ int registry_section(const RegistryOptions& opt, std::ostream& out, std::ostream
     if (opt.watch_s <= 0 || (opt.count > 0 && n >= opt.count)) break;
     nap(opt.watch_s);
   }
-  if (opt.watch_s > 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-  }
+  restore();
   return rc;
 }
 

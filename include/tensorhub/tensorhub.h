@@ -498,6 +498,12 @@ int THUB_Cancel(THUB_Request *req);
  *  - `copy_mode`: 1 when the shard is served through a staging copy, else 0
  *  - `pack_us`: time spent packing (and staging) at the last publish, in us
  *  - `unpack_us`: time spent copying out the last transfer to the tensors, in us
+ *  - `bytes_ucx_get`: bytes of the last transfer read with UCX gets (ucp_get_nbx)
+ *  - `bytes_socket`: bytes of the last transfer read over the transport's own sockets (TCP)
+ *  - `bytes_process_vm_readv`: bytes of the last transfer read from a same-host source with
+ *    process_vm_readv
+ *  - `bytes_ucx_mapped`: bytes of the last transfer copied from a same-host source's UCX
+ *    shared-memory segment
  * <!-- END GENERATED -->
  * @param[in]  m     the model
  * @param[in]  key   one of the keys above

@@ -66,6 +66,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   std::atomic<int64_t> held{-1};
   std::atomic<uint64_t> total_bytes{0};
   std::atomic<uint64_t> counter_reads{0}, gets{0}, compact_bytes{0}, compacted_tensors{0}, copy_mode{0};
+  std::atomic<uint64_t> path_bytes[transport::kReadPathCount] = {};  // of the last transfer, per read path
   std::atomic<uint64_t> pack_us{0}, unpack_us{0};
   std::atomic<uint64_t> replications{0}, partial_sources{0}, source_failures{0}, offloads{0}, republished{0};
 
@@ -293,6 +294,7 @@ void Model::Core::act(const BeginTransfer& a) {
         if (!self) return;
         self->counter_reads = r.stats.counter_reads;
         self->gets = r.stats.gets;
+        for (size_t p = 0; p < transport::kReadPathCount; ++p) self->path_bytes[p] = r.stats.path_bytes[p];
         self->unpack_us = static_cast<uint64_t>(d->unpack_us);
         self->feed(TransferEnded{transfer, r.code, r.source_failed, r.held, r.error});
       });
@@ -527,6 +529,11 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("copy_mode"): return u(c.copy_mode);
     case stat_key("pack_us"): return u(c.pack_us);
     case stat_key("unpack_us"): return u(c.unpack_us);
+    case stat_key("bytes_ucx_get"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kUcxGet)]);
+    case stat_key("bytes_socket"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kSocket)]);
+    case stat_key("bytes_process_vm_readv"):
+      return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kProcess)]);
+    case stat_key("bytes_ucx_mapped"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kUcxMapped)]);
   }
   throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
                                    " of the table has no reading");

@@ -51,7 +51,7 @@ class Job : public std::enable_shared_from_this<Job> {
  private:
   void pump();
   void issue(uint64_t off, uint64_t len);
-  void on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err);
+  void on_chunk(uint64_t off, uint64_t len, size_t path, bool ok, const std::string& err);
   void fetch_hashes();
   void on_hashes(uint64_t upto, bool ok, const std::string& err);
   void poll_counter();
@@ -239,11 +239,12 @@ void Job::issue(uint64_t off, uint64_t len) {
   auto self = shared_from_this();
   inflight_++;
   stats_.gets++;
+  const auto path = static_cast<size_t>(transport::Worker::read_path(*peer_, *keys_[ri]));
   w_.get(peer_, l.addr + (off - l.offset), len, s_.source.segments[ri].addr + (off - remote_off_[ri]), *keys_[ri],
-         [self, off, len](bool ok, const std::string& err) { self->on_chunk(off, len, ok, err); });
+         [self, off, len, path](bool ok, const std::string& err) { self->on_chunk(off, len, path, ok, err); });
 }
 
-void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) {
+void Job::on_chunk(uint64_t off, uint64_t len, size_t path, bool ok, const std::string& err) {
   inflight_--;
   if (finished_) return;  // abandoned by the watchdog
   if (!ok) {
@@ -251,6 +252,7 @@ void Job::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err) 
     return pump();
   }
   stats_.bytes += len;
+  stats_.path_bytes[path] += len;
   last_progress_ = now_us();
   completed_[off] = off + len;
   while (!completed_.empty() && completed_.begin()->first == prefix_) {

@@ -18,6 +18,7 @@
 #include "src/client/progress_counter.h"
 #include "src/client/stream.h"
 #include "src/common/status.h"
+#include "src/transport/worker.h"
 
 namespace thub::transport {
 class Worker;
@@ -54,6 +55,7 @@ struct TransferStats {
   uint64_t counter_reads = 0;   // remote progress-counter reads (pipeline replication)
   uint64_t gets = 0;
   uint64_t bytes = 0;
+  uint64_t path_bytes[transport::kReadPathCount] = {};  // bytes read over each read path
 };
 
 struct TransferResult {

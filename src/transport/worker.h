@@ -20,6 +20,18 @@ class MemoryRegion;
 class Peer;
 class RemoteKey;
 
+// The ways a read reaches a source's memory, chosen per source by Worker::peer() and
+// Worker::remote_key() (the order is that of the stat keys bytes_<path> of the last transfer).
+enum class ReadPath : uint8_t {
+  kUcxGet,      // ucp_get_nbx: RDMA, or UCX's shared-memory/tcp transports answered by the source
+  kSocket,      // the transport's own socket reads (socket_reads.h), towards other hosts over TCP
+  kProcess,     // process_vm_readv of a same-host source (process_reads.h)
+  kUcxMapped,   // UCX's shared-memory segment of a same-host source, mapped and copied here
+};
+inline constexpr size_t kReadPathCount = 4;
+// "ucx_get", "socket", "process_vm_readv", "ucx_mapped".
+const char* read_path_name(ReadPath p);
+
 // Completion of a get: ok, or the failure text (peer, status).
 using GetCallback = std::function<void(bool ok, const std::string& err)>;
 
@@ -88,6 +100,8 @@ class Worker {
   // before get() has returned (a completion inside UCX's call is deferred to the loop).
   void get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
            const RemoteKey& key, GetCallback cb);
+  // The path get() takes for reads of `key`'s memory at `peer`.
+  [[nodiscard]] static ReadPath read_path(const Peer& peer, const RemoteKey& key);
 
   // True when this UCX can register and move CUDA memory itself: its context lists the
   // CUDA memory type and it is >= 1.16 (older RMA paths treat every buffer as host memory).

@@ -2,10 +2,23 @@
 // every byte arrives, checked end to end (verify mode) and by content.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "tests/multiproc/cluster.h"
 
 namespace thub::test {
 namespace {
+
+// Yama's ptrace_scope >= 1 (or no Yama at all: allowed) decides whether a reader may use
+// process_vm_readv on a sibling process of the same uid.
+bool process_reads_allowed() {
+  FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (f == nullptr) return true;
+  int v = 0;
+  const bool read = std::fscanf(f, "%d", &v) == 1;
+  std::fclose(f);
+  return !read || v == 0;
+}
 
 class ReplicateTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -57,6 +70,31 @@ TEST_P(ReplicateTest, NonblockingReplicateCompletesThroughTestAndWait) {
   ASSERT_TRUE(ok(w)) << w;
   EXPECT_EQ(word(w, 2), "2");
   EXPECT_TRUE(ok(r.cmd("check 3")));
+}
+
+// Every byte of a transfer is counted on the read path that carried it (THUB_Model_stat's
+// bytes_<path>): on this host, process reads (and UCX's mapped segment for the packed tiny
+// tensors, which UCX allocated), unless the kernel refuses them; with UCX_TLS=tcp the
+// transport's own socket reads.
+TEST_P(ReplicateTest, ReadPathOfEveryByteIsReported) {
+  Cluster c(env());
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 21, 1));
+  PeerProcess& r = c.add_rollout("paths", kLayout);
+  ASSERT_TRUE(ok(r.cmd("replicate latest")));
+  ASSERT_TRUE(ok(r.cmd("check 21")));
+  const int64_t total = stat(r, "total_bytes");
+  const int64_t pv = stat(r, "bytes_process_vm_readv"), mapped = stat(r, "bytes_ucx_mapped");
+  const int64_t sock = stat(r, "bytes_socket"), ucx = stat(r, "bytes_ucx_get");
+  ASSERT_GT(total, 0);
+  EXPECT_EQ(pv + mapped + sock + ucx, total);
+  if (GetParam() == "tcp") {
+    EXPECT_EQ(sock, total);
+  } else if (process_reads_allowed()) {
+    EXPECT_GT(pv, 0);
+    EXPECT_EQ(pv + mapped, total);
+  } else {
+    std::printf("process reads refused by the kernel here: %lld bytes over UCX\n", static_cast<long long>(ucx));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ReplicateTest, ::testing::Values("shm", "tcp"));

@@ -40,7 +40,7 @@ struct options {
   int rollouts;
   int steps;
   const char *tls;
-  int tls_auto; /* tls chosen by the demo (more processes than cores) */
+  int thub_memory; /* --memory thub: tensors in THUB_Alloc_mem regions */
   int verify;
   /* rollout role only */
   int is_rollout;
@@ -53,13 +53,16 @@ struct options {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tensorhub-demo [--bytes N[K|M|G]] [--tensors T] [--rollouts R] [--steps S]\n"
-          "                      [--tls LIST] [--verify]\n"
+          "                      [--tls LIST] [--memory malloc|thub] [--verify]\n"
           "  --bytes     model size (default 1G; K/M/G are powers of 1024)\n"
           "  --tensors   number of tensors, a few of them tiny (default 64)\n"
           "  --rollouts  rollout processes (default 3, at most %d)\n"
           "  --steps     published versions (default 5)\n"
-          "  --tls       UCX transports, e.g. tcp (info key `tls`); `default`: UCX's choice. Without\n"
-          "              --tls or UCX_TLS, tcp when there are more processes than cores\n"
+          "  --tls       UCX transports, e.g. tcp (info key `tls`); default (or `default`): UCX's\n"
+          "              choice, with which rollouts on this host read the trainer's memory with\n"
+          "              process_vm_readv (the read path of each rollout is printed)\n"
+          "  --memory M  where the tensors live: malloc (default; posix_memalign) or thub\n"
+          "              (THUB_Alloc_mem: UCX's shared memory, read over its mapped segment)\n"
           "  --verify    hash every chunk in the library (info key `verify`) and check every byte\n"
           "              (default: a sample of bytes per tensor)\n",
           MAX_ROLLOUTS);
@@ -90,7 +93,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static void parse_options(int argc, char **argv, struct options *o) {
-  enum { OPT_ROLE = 256, OPT_INDEX, OPT_CMD_FD, OPT_REPORT_FD, OPT_REGISTRY };
+  enum { OPT_ROLE = 256, OPT_INDEX, OPT_CMD_FD, OPT_REPORT_FD, OPT_REGISTRY, OPT_MEMORY };
   static const struct option longopts[] = {
       {"bytes", required_argument, 0, 'b'},     {"tensors", required_argument, 0, 't'},
       {"rollouts", required_argument, 0, 'r'},  {"steps", required_argument, 0, 's'},
@@ -98,7 +101,8 @@ static void parse_options(int argc, char **argv, struct options *o) {
       {"help", no_argument, 0, 'h'},            {"role", required_argument, 0, OPT_ROLE},
       {"index", required_argument, 0, OPT_INDEX}, {"cmd-fd", required_argument, 0, OPT_CMD_FD},
       {"report-fd", required_argument, 0, OPT_REPORT_FD},
-      {"registry", required_argument, 0, OPT_REGISTRY}, {0, 0, 0, 0}};
+      {"registry", required_argument, 0, OPT_REGISTRY}, {"memory", required_argument, 0, OPT_MEMORY},
+      {0, 0, 0, 0}};
   int c, bad = 0;
   memset(o, 0, sizeof *o);
   o->bytes = 1ull << 30;
@@ -120,6 +124,10 @@ static void parse_options(int argc, char **argv, struct options *o) {
       case OPT_CMD_FD: bad |= parse_int(optarg, 0, 1 << 20, &o->cmd_fd); break;
       case OPT_REPORT_FD: bad |= parse_int(optarg, 0, 1 << 20, &o->report_fd); break;
       case OPT_REGISTRY: o->registry = optarg; break;
+      case OPT_MEMORY:
+        o->thub_memory = strcmp(optarg, "thub") == 0;
+        bad |= !o->thub_memory && strcmp(optarg, "malloc") != 0;
+        break;
       default: bad = 1;
     }
     if (bad) break;
@@ -133,14 +141,9 @@ static void parse_options(int argc, char **argv, struct options *o) {
     fprintf(stderr, "tensorhub-demo: --bytes must be at least --tensors\n");
     exit(2);
   }
-  /* UCX 1.13 serves shared-memory gets through the source's worker (active messages), and
-   * concurrent transfers between more busy processes than cores collapse (0.08 GB/s per
-   * rollout measured on 2 cores, docs/demo.md); TCP keeps the pipeline flowing there. So
-   * with more processes than cores and no choice made, the demo asks for TCP. */
-  if (!o->is_rollout && !o->tls && !getenv("UCX_TLS") && o->rollouts + 1 > sysconf(_SC_NPROCESSORS_ONLN)) {
-    o->tls = "tcp";
-    o->tls_auto = 1;
-  }
+  /* No transport is forced: same-host rollouts read with process_vm_readv, which sends
+   * nothing to the source (UCX 1.13's shared-memory gets, answered by the source's worker,
+   * collapsed with more busy processes than cores: docs/demo.md). */
   if (o->tls && strcmp(o->tls, "default") == 0) o->tls = NULL;
 }
 
@@ -156,7 +159,7 @@ struct model_layout {
 
 /* A few tiny tensors (below the library's compaction threshold) at the end, the rest of the
  * bytes split evenly over "layer" tensors, page-multiple sizes but the last. */
-static void make_layout(const struct options *o, struct model_layout *l) {
+static void make_layout(THUB_Context ctx, const struct options *o, struct model_layout *l) {
   static const uint64_t tiny[] = {4, 1000, 4096, 65536};
   int ntiny = 0, i;
   uint64_t tiny_total = 0;
@@ -187,7 +190,9 @@ static void make_layout(const struct options *o, struct model_layout *l) {
   }
   for (i = 0; i < l->n; i++) {
     void *p = NULL;
-    if (posix_memalign(&p, 4096, l->sizes[i] ? l->sizes[i] : 1) != 0) {
+    size_t n = l->sizes[i] ? l->sizes[i] : 1;
+    if (o->thub_memory ? THUB_Alloc_mem(ctx, n, THUB_INFO_NULL, &p) != THUB_SUCCESS
+                       : posix_memalign(&p, 4096, n) != 0) {
       fprintf(stderr, "tensorhub-demo: cannot allocate %" PRIu64 " bytes\n", l->sizes[i]);
       exit(1);
     }
@@ -196,9 +201,10 @@ static void make_layout(const struct options *o, struct model_layout *l) {
   }
 }
 
-static void free_layout(struct model_layout *l) {
+/* After THUB_Finalize, which frees the THUB_Alloc_mem regions itself. */
+static void free_layout(const struct options *o, struct model_layout *l) {
   int i;
-  for (i = 0; i < l->n; i++) free(l->bufs[i]);
+  for (i = 0; i < l->n && !o->thub_memory; i++) free(l->bufs[i]);
   free(l->bufs);
   free(l->sizes);
   free(l->names);
@@ -325,12 +331,19 @@ struct command {
 };
 
 enum { REP_READY = 1, REP_STEP = 2 };
+/* The read paths, as THUB_Model_stat names their byte counts. */
+#define NPATHS 4
+static const char *const path_stat[NPATHS] = {"bytes_process_vm_readv", "bytes_ucx_mapped", "bytes_socket",
+                                              "bytes_ucx_get"};
+static const char *const path_name[NPATHS] = {"process_vm_readv", "ucx_mapped", "socket", "ucx_get"};
+
 struct report { /* smaller than PIPE_BUF: one write, one message */
   int32_t kind;
   int32_t status; /* THUB status, or 1 for a byte mismatch */
   int64_t got;
   double seconds;
   int64_t partial_sources; /* of this transfer (THUB_Model_stat) */
+  int64_t path_bytes[NPATHS]; /* of this transfer, per read path (THUB_Model_stat bytes_<path>) */
   char msg[512];
 };
 
@@ -372,7 +385,7 @@ static int rollout_main(const struct options *o) {
     thub_error_text(ctx, "THUB_Open", st, rep.msg, sizeof rep.msg);
     return rollout_fail(o->report_fd, &rep, st);
   }
-  make_layout(o, &l);
+  make_layout(ctx, o, &l);
   for (i = 0; i < l.n; i++) {
     st = THUB_Register(m, l.names[i], l.bufs[i], l.sizes[i], THUB_MEM_HOST);
     if (st != THUB_SUCCESS) {
@@ -412,6 +425,9 @@ static int rollout_main(const struct options *o) {
       rep.partial_sources = partial - partial_before;
       partial_before = partial;
     }
+    for (i = 0; i < NPATHS; i++) {
+      if (THUB_Model_stat(m, path_stat[i], &rep.path_bytes[i]) != THUB_SUCCESS) rep.path_bytes[i] = 0;
+    }
     uint64_t bad_off = 0;
     int bad = check_model(&l, cmd.step, o->verify, &bad_off);
     if (bad >= 0) {
@@ -430,7 +446,7 @@ static int rollout_main(const struct options *o) {
     fprintf(stderr, "tensorhub-demo: rollout %d: %s\n", o->index, msg);
     return 1;
   }
-  free_layout(&l);
+  free_layout(o, &l);
   return 0;
 }
 
@@ -500,6 +516,10 @@ static void spawn_rollout(const struct options *o, const char *self, const char 
     argv[n++] = (char *)o->tls;
   }
   if (o->verify) argv[n++] = (char *)"--verify";
+  if (o->thub_memory) {
+    argv[n++] = (char *)"--memory";
+    argv[n++] = (char *)"thub";
+  }
   argv[n] = NULL;
 
   pid_t pid = fork();
@@ -578,7 +598,7 @@ static int trainer_main(const struct options *o) {
   for (i = 0; i < o->rollouts; i++) spawn_rollout(o, self, registry, i);
 
   trainer_check(ctx, THUB_Open(ctx, MODEL_NAME, "trainer", 0, 1, THUB_INFO_NULL, &m), "THUB_Open");
-  make_layout(o, &l);
+  make_layout(ctx, o, &l);
   for (i = 0; i < l.n; i++) trainer_check(ctx, THUB_Register(m, l.names[i], l.bufs[i], l.sizes[i], THUB_MEM_HOST), "THUB_Register");
 
   for (i = 0; i < o->rollouts; i++) {
@@ -586,14 +606,9 @@ static int trainer_main(const struct options *o) {
     read_report(i, REP_READY, &r);
   }
   human_bytes(o->bytes, hb, sizeof hb);
-  if (o->tls_auto) {
-    printf("tensorhub-demo: %d processes on %ld cores: using tls=tcp (shared-memory gets of UCX 1.13 stall when\n"
-           "                processes outnumber cores; --tls default keeps UCX's choice)\n",
-           o->rollouts + 1, sysconf(_SC_NPROCESSORS_ONLN));
-  }
-  printf("tensorhub-demo: model %s, %" PRIu64 " bytes (%s) in %d tensors (%d tiny), %d rollouts, %d steps%s%s%s\n",
-         MODEL_NAME, o->bytes, hb, l.n, l.ntiny,
-         o->rollouts, o->steps, o->tls ? ", tls=" : "", o->tls ? o->tls : "", o->verify ? ", verify" : "");
+  printf("tensorhub-demo: model %s, %" PRIu64 " bytes (%s) in %d tensors (%d tiny), %d rollouts, %d steps%s%s%s%s\n",
+         MODEL_NAME, o->bytes, hb, l.n, l.ntiny, o->rollouts, o->steps, o->tls ? ", tls=" : "", o->tls ? o->tls : "",
+         o->thub_memory ? ", THUB_Alloc_mem tensors" : "", o->verify ? ", verify" : "");
   printf("tensorhub-demo: registry %s (embedded in the trainer)\n", registry);
   printf("replicate = time inside THUB_Replicate/THUB_Update of a rollout; stall = trainer time inside\n"
          "THUB_Unpublish(previous) + THUB_Publish; GB/s = 1e9 bytes per second; p = partial (pipelined) source\n");
@@ -607,7 +622,8 @@ static int trainer_main(const struct options *o) {
   double *unpub = calloc((size_t)o->steps, sizeof(double));
   double *slowest = calloc((size_t)o->steps, sizeof(double));
   double *fill = calloc((size_t)o->steps, sizeof(double));
-  if (!rep_s || !rep_gbs || !stall || !pub || !unpub || !slowest || !fill) trainer_die("out of memory");
+  int64_t(*paths)[NPATHS] = calloc((size_t)o->rollouts, sizeof *paths); /* bytes per rollout and path */
+  if (!rep_s || !rep_gbs || !stall || !pub || !unpub || !slowest || !fill || !paths) trainer_die("out of memory");
 
   for (step = 1; step <= o->steps; step++) {
     int k = (int)step - 1;
@@ -633,6 +649,7 @@ static int trainer_main(const struct options *o) {
       double gbs = (double)o->bytes / r.seconds / 1e9;
       rep_s[k * o->rollouts + i] = r.seconds;
       rep_gbs[k * o->rollouts + i] = gbs;
+      for (int p = 0; p < NPATHS; p++) paths[i][p] += r.path_bytes[p];
       printf(" r%d %8.1f ms %6.2f GB/s%s |", i, 1e3 * r.seconds, gbs, r.partial_sources ? " p" : "  ");
     }
     slowest[k] = now_s() - ts;
@@ -667,6 +684,20 @@ static int trainer_main(const struct options *o) {
   printf("  median trainer stall          %.3f ms  (unpublish %.3f ms, publish %.3f ms; final unpublish %.3f ms)\n",
          1e3 * median(stall, o->steps), 1e3 * (o->steps > 1 ? median(unpub + 1, o->steps - 1) : 0.0), 1e3 * median(pub, o->steps), 1e3 * last_unpub);
   printf("  median trainer fill (not stall) %.1f ms\n", 1e3 * median(fill, o->steps));
+  for (i = 0; i < o->rollouts; i++) {
+    int64_t all = 0;
+    int p, shown = 0;
+    for (p = 0; p < NPATHS; p++) all += paths[i][p];
+    printf("  rollout %d read path:", i);
+    for (p = 0; p < NPATHS; p++) {
+      if (paths[i][p] == 0) continue;
+      char b[32];
+      human_bytes((uint64_t)paths[i][p], b, sizeof b);
+      printf("%s %s %s (%.1f %%)", shown++ ? "," : "", path_name[p], b, 100.0 * (double)paths[i][p] / (double)all);
+    }
+    printf("%s\n", shown ? "" : " none (no bytes read)");
+  }
+  free(paths);
   free(rep_s);
   free(rep_gbs);
   free(stall);
@@ -674,7 +705,7 @@ static int trainer_main(const struct options *o) {
   free(unpub);
   free(slowest);
   free(fill);
-  free_layout(&l);
+  free_layout(o, &l);
   return failed;
 }
 

@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/sched/simulation.h"
 
@@ -25,34 +30,80 @@ TEST(SimulationTest, SameSeedSameTrace) {
   EXPECT_NE(run_simulation(1).trace_hash, run_simulation(2).trace_hash);
 }
 
+// Adds the counts of `r` to `sum`.
+void accumulate(SimResult& sum, const SimResult& r) {
+  sum.events += r.events;
+  sum.grants += r.grants;
+  sum.offloads += r.offloads;
+  sum.restarts += r.restarts;
+  sum.crashes += r.crashes;
+  sum.ops += r.ops;
+  sum.ops_ok += r.ops_ok;
+  sum.transfers += r.transfers;
+  sum.source_failures += r.source_failures;
+  sum.reconnects += r.reconnects;
+  sum.gone += r.gone;
+  sum.partitions += r.partitions;
+  sum.stalls += r.stalls;
+  sum.cancels += r.cancels;
+  sum.reports += r.reports;
+  sum.confirmed += r.confirmed;
+  sum.judged_alive += r.judged_alive;
+  sum.moved_on += r.moved_on;
+  sum.copy_failures += r.copy_failures;
+}
+
+// Seeds are independent schedules: they are run on one thread per core (THUB_SIM_THREADS
+// sets how many), each seed exactly as alone, and summed; the first failing seed is reported.
 TEST(SimulationTest, TenThousandSeeds) {
   uint64_t seeds = 10000;
   if (const char* e = std::getenv("THUB_SIM_SEEDS")) seeds = std::strtoull(e, nullptr, 10);
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* e = std::getenv("THUB_SIM_THREADS")) threads = std::max(1ul, std::strtoul(e, nullptr, 10));
+  threads = static_cast<unsigned>(std::min<uint64_t>(threads, std::max<uint64_t>(seeds, 1)));
+  struct Part {
+    SimResult sum;
+    uint64_t skewed_seeds = 0;
+    uint64_t failed_seed = 0;  // 0: none
+    std::string error;
+  };
+  std::vector<Part> parts(threads);
+  std::atomic<uint64_t> next{1};
+  std::atomic<uint64_t> first_failure{UINT64_MAX};
+  auto work = [&](Part& p) {
+    for (;;) {
+      const uint64_t seed = next.fetch_add(1);
+      if (seed > seeds || seed > first_failure.load()) return;
+      SimResult r = run_simulation(seed);
+      if (!r.ok) {
+        if (p.failed_seed == 0 || seed < p.failed_seed) {
+          p.failed_seed = seed;
+          p.error = r.error;
+        }
+        uint64_t f = first_failure.load();
+        while (seed < f && !first_failure.compare_exchange_weak(f, seed)) {
+        }
+        continue;
+      }
+      accumulate(p.sum, r);
+      p.skewed_seeds += r.skewed > 0;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(parts[t]));
+  work(parts[0]);
+  for (auto& t : pool) t.join();
+  // The smallest failing seed, whichever thread ran it (seeds below it all ran and passed).
+  const Part* failed = nullptr;
+  for (const Part& p : parts) {
+    if (p.failed_seed != 0 && (failed == nullptr || p.failed_seed < failed->failed_seed)) failed = &p;
+  }
+  ASSERT_EQ(failed, nullptr) << failed->error;
   SimResult sum;
   uint64_t skewed_seeds = 0;
-  for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    SimResult r = run_simulation(seed);
-    ASSERT_TRUE(r.ok) << r.error;
-    sum.events += r.events;
-    sum.grants += r.grants;
-    sum.offloads += r.offloads;
-    sum.restarts += r.restarts;
-    sum.crashes += r.crashes;
-    sum.ops += r.ops;
-    sum.ops_ok += r.ops_ok;
-    sum.transfers += r.transfers;
-    sum.source_failures += r.source_failures;
-    sum.reconnects += r.reconnects;
-    sum.gone += r.gone;
-    sum.partitions += r.partitions;
-    sum.stalls += r.stalls;
-    sum.cancels += r.cancels;
-    sum.reports += r.reports;
-    sum.confirmed += r.confirmed;
-    sum.judged_alive += r.judged_alive;
-    sum.moved_on += r.moved_on;
-    sum.copy_failures += r.copy_failures;
-    skewed_seeds += r.skewed > 0;
+  for (const Part& p : parts) {
+    accumulate(sum, p.sum);
+    skewed_seeds += p.skewed_seeds;
   }
   // The workload must actually exercise the policies and the client's paths.
   EXPECT_GT(sum.grants, seeds);

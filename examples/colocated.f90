@@ -6,15 +6,17 @@
 !
 !   colocated_f90 [STEPS [MIB]]
 !
-! One context with the embedded registry (no TENSORHUB_REGISTRY needed); its address is
-! printed, so that standalone rollouts (rollout_f90) could join it too. The model is that of
+! One context with the embedded registry (no TENSORHUB_REGISTRY needed); standalone
+! rollouts elsewhere would find it at the address it prints. The model is that of
 ! trainer_rollout.c; element i of tensor t at version v is (v*1000003 + t*7919 + i*31) mod
 ! 2147483647. Prints "step V: generated with version V" per step; the test
 ! ExampleFortranColocated runs 3 steps of 8 MiB.
 !
-! The integration adds 18 lines of TensorHub calls (the lines naming THUB_ or ierror,
-! `use tensorhub` and the error check included): Init, Registry_address, two Opens, six
-! Registers, Publish, Replicate / Update, Unpublish, two Closes, Finalize.
+! The integration adds 35 lines of TensorHub code: 25 lines name THUB_, ierror or `use
+! tensorhub` (`grep -v '^ *!' colocated.f90 | grep -ciE 'THUB_|use tensorhub|ierror'`: the
+! declarations, Init, Registry_address, two Opens, three Registers (register_all, called for
+! both models), Publish, Replicate / Update, Unpublish, two Closes, Finalize) and 10 more are
+! the error check ok() and register_all's frame.
 program colocated
   use, intrinsic :: iso_c_binding, only: c_loc, c_size_t
   use, intrinsic :: iso_fortran_env, only: int32, int64, output_unit, error_unit

@@ -9,9 +9,10 @@
 ! Prints "holding V" for every version it gets; run by `trainer_rollout trainer S M ./rollout_f90`
 ! (the test ExampleFortranRollout).
 !
-! The integration adds 14 lines of TensorHub calls (the lines naming THUB_ or ierror,
-! `use tensorhub` and the error check included): Init, Open, three Registers, Replicate,
-! Update with its THUB_NOT_UPDATED case, Close, Finalize.
+! The integration adds 27 lines of TensorHub code: 20 lines name THUB_, ierror or `use
+! tensorhub` (`grep -v '^ *!' rollout.f90 | grep -ciE 'THUB_|use tensorhub|ierror'`: the
+! declarations, Init, Open, three Registers, Replicate, Update with its THUB_NOT_UPDATED case,
+! Close, Finalize) and 7 more are the error check ok().
 program rollout
   use, intrinsic :: iso_c_binding, only: c_loc, c_size_t, c_int
   use, intrinsic :: iso_fortran_env, only: int32, int64, output_unit, error_unit

@@ -18,10 +18,13 @@
 !  - Info_get_nthkey's n is 0-based as in C (and MPI); THUB_Testany's index is 1-based, 0
 !    when none finished (MPI's Fortran does the same conversion).
 module tensorhub
-  use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_int, c_int64_t, c_size_t, c_char, c_null_char, &
+                                         c_associated, c_f_pointer
   use, intrinsic :: iso_fortran_env, only: int32, int64
   implicit none
-  private :: int32, int64
+  ! Only THUB_* names are public: a program uses iso_c_binding itself (c_loc, c_size_t).
+  private :: c_ptr, c_null_ptr, c_int, c_int64_t, c_size_t, c_char, c_null_char, c_associated, c_f_pointer, &
+             int32, int64
 
   ! BEGIN GENERATED status-codes fortran (from src/common/status.h)
   integer(c_int), parameter :: THUB_SUCCESS = 0

@@ -703,9 +703,10 @@ contains
       return
     end if
     reqs = requests(1:count)%ptr
+    s = -huge(0_c_int)   ! THUB_Waitall writes every status unless it waited for nothing
     ierror = c_waitall(int(count, c_int), reqs, g, s)
     requests(1:count)%ptr = reqs
-    if (ierror == THUB_ERR_ARG) return  ! nothing was waited for
+    if (s(1) == -huge(0_c_int)) return
     gots(1:count) = g
     statuses(1:count) = int(s)
   end subroutine

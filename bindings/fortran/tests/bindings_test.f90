@@ -265,7 +265,7 @@ contains
   subroutine check_models_and_requests()
     integer, parameter :: na = 50000, nb = 1000
     type(THUB_Model) :: t, r, r2, bad
-    type(THUB_Request) :: req, reqs(2)
+    type(THUB_Request) :: req, reqs(2), stale(1)
     type(THUB_Info) :: info
     type(c_ptr) :: base = c_null_ptr
     integer(int32), pointer :: ta(:)
@@ -361,12 +361,21 @@ contains
     call expect_status(ierr, THUB_SUCCESS, "THUB_Publish 3", tctx)
     call THUB_Iupdate(r, THUB_LATEST, req, ierr)
     call expect_status(ierr, THUB_SUCCESS, "THUB_Iupdate", rctx)
+    stale(1) = req
     got = -7
     call THUB_Wait(req, got, ierr)
     call expect_status(ierr, THUB_SUCCESS, "THUB_Wait of the update", rctx)
     call expect(got == 3 .and. req == THUB_REQUEST_NULL .and. holds(ra, rb, 3_int64), "THUB_Wait: holding 3")
     call THUB_Wait(req, got, ierr)
     call expect_status(ierr, THUB_ERR_ARG, "THUB_Wait of THUB_REQUEST_NULL")
+    ! a copy of a finished request's handle is no request any more
+    call THUB_Test(stale(1), done, got, ierr)
+    call expect(ierr == THUB_ERR_ARG .and. .not. done, "THUB_Test of a stale handle")
+    gots = -7
+    statuses = -7
+    call THUB_Waitall(1, stale, gots, statuses, ierr)
+    call expect(ierr == THUB_ERR_ARG .and. all(statuses == -7) .and. all(gots == -7), &
+                "THUB_Waitall with a stale handle fails and writes nothing")
 
     ! version 4 to two rollouts at once: THUB_Waitall
     call open_and_register(rctx, "fpolicy", "rollout-2", 0, 1, r2, r2a, r2b)

@@ -1,37 +1,94 @@
 #!/usr/bin/env bash
 # The README's test command: install what is missing, build from scratch with warnings as
 # errors, run every test (unit, simulation, multi-process, mpirun, netns when root); then
-# build again with AddressSanitizer + UndefinedBehaviorSanitizer and run the unit, sched,
-# simulation (fewer seeds) and multi-process tests there, every process of them included;
-# then the transport, registry, client and C API unit tests under ThreadSanitizer
-# (tools/ci/tsan.sh). Arguments go to the first ctest run (e.g. -L unit).
+# the unit, sched, simulation (fewer seeds) and multi-process tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, every process of them included; then the
+# transport, registry, client and C API unit tests under ThreadSanitizer (tools/ci/tsan.sh).
+# Arguments go to the first ctest run (e.g. -L unit).
 # THUB_SANITIZER_RUN=0 skips both sanitizer runs, THUB_TSAN_RUN=0 the ThreadSanitizer one.
+#
+# The phases share the machine: the sanitizer builds compile while the first ctest runs (its
+# multi-process tests mostly wait on each other, and every test holds under busy cores: issue
+# 17), and the phases' times are printed at the end. The builds carry line tables (-g1), not
+# full debug information: sanitizer reports still name file and line, and a build compiles
+# about a third less.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 build=${THUB_BUILD_DIR:-build-ci}
-rm -rf "$build"
-bash tools/ci/setup.sh "$build" -DTHUB_WERROR=ON
+san=${build}-asan
+tsan=${build}-tsan
+jobs=$(nproc)
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON
+       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+sanitizers=1
+[[ ${THUB_SANITIZER_RUN:-1} == 0 ]] && sanitizers=0
+tsan_run=$sanitizers
+[[ ${THUB_TSAN_RUN:-1} == 0 ]] && tsan_run=0
+
+# ---- phase times ---------------------------------------------------------------------------
+times_file=$(mktemp /tmp/thub-ci-times.XXXXXX)
+phase() {  # phase NAME COMMAND...: runs the command, records its wall time, keeps its status
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  echo "== $name"
+  "$@" || rc=$?
+  printf '%-52s %5d s%s\n' "$name" $((SECONDS - t0)) "$([[ $rc == 0 ]] || echo "  (exit $rc)")" >> "$times_file"
+  return $rc
+}
+report() {
+  echo "== phase times (wall; phases marked | ran beside the one above them)"
+  cat "$times_file"
+  printf '%-52s %5d s\n' "the whole test command" "$SECONDS"
+  rm -f "$times_file"
+}
+trap report EXIT
+
+# ---- the normal build and every test ---------------------------------------------------------
+rm -rf "$build" "$san" "$tsan"
+phase "install packages, configure, build ($build)" bash tools/ci/setup.sh "$build" "${flags[@]}"
 # Open MPI refuses root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-(cd "$build" && ctest --output-on-failure --timeout 600 -j 1 "$@")
 
-[[ ${THUB_SANITIZER_RUN:-1} == 0 ]] && exit 0
-san=${build}-asan
-rm -rf "$san"
-echo "== sanitizer run (address,undefined): $san"
-cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=address,undefined
-cmake --build "$san" -j "$(nproc)"
+sanitizer_builds() {
+  phase "| configure, build (address,undefined: $san)" \
+    bash -c 'cmake -S . -B "$1" "${@:3}" -DTHUB_SANITIZE=address,undefined > /dev/null &&
+             cmake --build "$1" -j "$2"' _ "$san" "$jobs" "${flags[@]}" || return 1
+  if [[ $tsan_run == 1 ]]; then
+    phase "| configure, build (thread: $tsan)" env THUB_TSAN_BUILD_ONLY=1 bash tools/ci/tsan.sh "$tsan" || return 1
+  fi
+}
+builds_pid=
+if [[ $sanitizers == 1 ]]; then
+  sanitizer_builds > "$build.sanitizer-builds.log" 2>&1 &
+  builds_pid=$!
+fi
+rc=0
+phase "ctest ($build)" bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$build" "$@" || rc=$?
+if [[ $sanitizers == 0 ]]; then
+  exit $rc
+fi
+brc=0
+wait "$builds_pid" || brc=$?
+echo "== the sanitizer builds (beside the ctest run): $build.sanitizer-builds.log"
+if [[ $brc != 0 ]]; then
+  tail -60 "$build.sanitizer-builds.log"
+  exit 1
+fi
+
+# ---- AddressSanitizer + UndefinedBehaviorSanitizer -----------------------------------------
 # Every process of the tests (the peers and registry daemons the multi-process tests start
 # too) writes its reports to $logs; any report fails the run. Leaks of UCX and the libraries
 # it loads, and of hwloc's netlink plugin, are suppressed (tools/ci/lsan.supp); none of ours.
 logs=$(mktemp -d /tmp/thub-sanitizer.XXXXXX)
-export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0"
-export LSAN_OPTIONS="suppressions=$root/tools/ci/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0"
-export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
-export THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-1000}
-rc=0
-(cd "$san" && ctest --output-on-failure --timeout 600 -j 1 -L "unit|sched|sim|multiproc" -E "InstalledOutsideProgram") || rc=$?
+asan_tests() {
+  ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0" \
+  LSAN_OPTIONS="suppressions=$root/tools/ci/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0" \
+  UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1" \
+  THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-1000} \
+    bash -c 'cd "$1" && ctest --output-on-failure --timeout 600 -j 1 -L "unit|sched|sim|multiproc" -E "^Installed"' _ "$san"
+}
+phase "ctest (address,undefined: $san)" asan_tests || rc=1
 if compgen -G "$logs/*" > /dev/null; then
   echo "== sanitizer reports:"
   for f in "$logs"/*; do echo "--- $f"; head -60 "$f"; done
@@ -39,10 +96,8 @@ if compgen -G "$logs/*" > /dev/null; then
 fi
 rm -rf "$logs"
 
-if [[ ${THUB_TSAN_RUN:-1} != 0 ]]; then
-  tsan=${build}-tsan
-  rm -rf "$tsan"
-  echo "== sanitizer run (thread): $tsan"
-  bash tools/ci/tsan.sh "$tsan" || rc=1
+# ---- ThreadSanitizer -------------------------------------------------------------------------
+if [[ $tsan_run == 1 ]]; then
+  phase "tests (thread: $tsan)" bash tools/ci/tsan.sh "$tsan" || rc=1
 fi
 exit $rc

@@ -5,6 +5,7 @@
 # and fails on any report but UCX serving a peer's get (tools/ci/tsan_reports.py says why
 # that one is not ours). tools/ci/test.sh runs it last (THUB_TSAN_RUN=0 skips it there).
 # Usage: tools/ci/tsan.sh [BUILD_DIR] (default build-tsan; reused when it exists).
+# THUB_TSAN_BUILD_ONLY=1 builds and stops.
 # THUB_TSAN_JOBS sets the build's parallelism (default: nproc). THUB_TSAN_MULTIPROC=1 adds the
 # multi-process tests (every peer process and registry daemon they start is built and run
 # under ThreadSanitizer too, and their reports count): a documented command, not a CI step,
@@ -25,8 +26,12 @@ if [[ ${THUB_TSAN_MULTIPROC:-0} == 1 ]]; then
   export TENSORHUB_STALL_TIMEOUT_MS=${TENSORHUB_STALL_TIMEOUT_MS:-120000}
 fi
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=thread > /dev/null
+# Line tables (-g1) are all the reports need (function, file and line per frame).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=thread \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" > /dev/null
 cmake --build "$build" -j "${THUB_TSAN_JOBS:-$(nproc)}" --target "${tests[@]##*/}"
+# THUB_TSAN_BUILD_ONLY=1: build, run nothing (tools/ci/test.sh builds beside another phase).
+[[ ${THUB_TSAN_BUILD_ONLY:-0} == 1 ]] && exit 0
 
 logs=$(mktemp -d /tmp/thub-tsan.XXXXXX)
 trap 'rm -rf "$logs"' EXIT

@@ -103,10 +103,13 @@ H take(H& h, H null) noexcept {
 
 }  // namespace detail
 
-/** The version of the library that runs (THUB_Get_version). */
+/** A library version. */
 struct Version {
-  int major, minor, patch;
+  int major; /**< THUB_VERSION_MAJOR of the library */
+  int minor; /**< THUB_VERSION_MINOR of the library */
+  int patch; /**< THUB_VERSION_PATCH of the library */
 };
+/** The version of the library that runs, which may differ from the header's (THUB_Get_version). */
 inline Version version() {
   Version v{};
   detail::check_info(THUB_Get_version(&v.major, &v.minor, &v.patch), "THUB_Get_version");
@@ -131,7 +134,9 @@ class Info {
   ~Info() {
     if (info_ != THUB_INFO_NULL) (void)THUB_Info_free(&info_);
   }
+  /** Take @p o's info; @p o becomes null. */
   Info(Info&& o) noexcept : info_(detail::take(o.info_, THUB_INFO_NULL)) {}
+  /** Free this info, take @p o's; @p o becomes null. */
   Info& operator=(Info&& o) noexcept {
     if (this != &o) {
       Info old(detail::take(info_, THUB_INFO_NULL));
@@ -197,11 +202,13 @@ class Request {
   ~Request() {
     if (req_ != THUB_REQUEST_NULL) (void)THUB_Wait(&req_, nullptr);
   }
+  /** Take @p o's request (and result); @p o becomes null. */
   Request(Request&& o) noexcept
       : req_(detail::take(o.req_, THUB_REQUEST_NULL)),
         ctx_(o.ctx_),
         done_(std::exchange(o.done_, false)),
         version_(std::exchange(o.version_, std::nullopt)) {}
+  /** Wait for this request if it runs, take @p o's; @p o becomes null. */
   Request& operator=(Request&& o) noexcept {
     if (this != &o) {
       Request old(detail::take(req_, THUB_REQUEST_NULL), ctx_);  // waits for a request still running
@@ -313,7 +320,9 @@ class Model {
   ~Model() {
     if (m_ != THUB_MODEL_NULL) (void)THUB_Close(&m_);
   }
+  /** Take @p o's model; @p o becomes null. */
   Model(Model&& o) noexcept : m_(detail::take(o.m_, THUB_MODEL_NULL)), ctx_(o.ctx_) {}
+  /** Close this model, take @p o's; @p o becomes null. */
   Model& operator=(Model&& o) noexcept {
     if (this != &o) {
       if (m_ != THUB_MODEL_NULL) (void)THUB_Close(&m_);
@@ -410,7 +419,9 @@ class Context {
   ~Context() {
     if (ctx_ != THUB_CONTEXT_NULL) (void)THUB_Finalize(&ctx_);
   }
+  /** Take @p o's context; @p o becomes null. Models opened through @p o keep working. */
   Context(Context&& o) noexcept : ctx_(detail::take(o.ctx_, THUB_CONTEXT_NULL)) {}
+  /** Finalize this context, take @p o's; @p o becomes null. */
   Context& operator=(Context&& o) noexcept {
     if (this != &o) {
       if (ctx_ != THUB_CONTEXT_NULL) (void)THUB_Finalize(&ctx_);

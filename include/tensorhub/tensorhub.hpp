@@ -43,10 +43,13 @@
 
 namespace tensorhub {
 
+// The C header's handle and version macros are C casts; the same values are spelled here in
+// C++ (nullptr, -1) so that including this header is clean under -Wold-style-cast.
+
 /** The newest available version (THUB_LATEST). */
-inline constexpr int64_t latest = THUB_LATEST;
+inline constexpr int64_t latest = -1;
 /** The k-th version before the newest (THUB_LATEST_MINUS(k)). */
-constexpr int64_t latest_minus(int64_t k) noexcept { return THUB_LATEST_MINUS(k); }
+constexpr int64_t latest_minus(int64_t k) noexcept { return -1 - k; }
 
 /** Where a registered tensor lives (THUB_MEM_HOST, THUB_MEM_CUDA). */
 enum class Memory : int { host = THUB_MEM_HOST, cuda = THUB_MEM_CUDA };
@@ -84,7 +87,7 @@ inline std::string last_error(THUB_Context ctx) {
 /** Throws Error for a negative status, with the context's detail; returns the others
  *  (THUB_SUCCESS, THUB_NOT_UPDATED, ...). A null context (a moved-from object) has no detail. */
 inline int check(int status, THUB_Context ctx, const char* what) {
-  if (status < 0) throw Error(status, what, ctx == THUB_CONTEXT_NULL ? std::string() : last_error(ctx));
+  if (status < 0) throw Error(status, what, ctx == nullptr ? std::string() : last_error(ctx));
   return status;
 }
 
@@ -92,13 +95,6 @@ inline int check(int status, THUB_Context ctx, const char* what) {
 inline int check_info(int status, const char* what) {
   if (status < 0) throw Error(status, what, "");
   return status;
-}
-
-template <class H>
-H take(H& h, H null) noexcept {
-  H out = h;
-  h = null;
-  return out;
 }
 
 }  // namespace detail
@@ -132,15 +128,15 @@ class Info {
     for (const auto& p : kv) set(p.first, p.second);
   }
   ~Info() {
-    if (info_ != THUB_INFO_NULL) (void)THUB_Info_free(&info_);
+    if (info_ != nullptr) (void)THUB_Info_free(&info_);
   }
   /** Take @p o's info; @p o becomes null. */
-  Info(Info&& o) noexcept : info_(detail::take(o.info_, THUB_INFO_NULL)) {}
+  Info(Info&& o) noexcept : info_(std::exchange(o.info_, nullptr)) {}
   /** Free this info, take @p o's; @p o becomes null. */
   Info& operator=(Info&& o) noexcept {
     if (this != &o) {
-      Info old(detail::take(info_, THUB_INFO_NULL));
-      info_ = detail::take(o.info_, THUB_INFO_NULL);
+      Info old(std::exchange(info_, nullptr));
+      info_ = std::exchange(o.info_, nullptr);
     }
     return *this;
   }
@@ -179,7 +175,7 @@ class Info {
   }
   /** A copy with the same keys (THUB_Info_dup). */
   Info dup() const {
-    THUB_Info copy = THUB_INFO_NULL;
+    THUB_Info copy = nullptr;
     detail::check_info(THUB_Info_dup(info_, &copy), "THUB_Info_dup");
     return Info(copy);
   }
@@ -188,7 +184,7 @@ class Info {
 
  private:
   explicit Info(THUB_Info adopted) noexcept : info_(adopted) {}
-  THUB_Info info_ = THUB_INFO_NULL;
+  THUB_Info info_ = nullptr;
 };
 
 /** A nonblocking operation (THUB_Request) of Model::ireplicate, iupdate or iunpublish. */
@@ -200,20 +196,20 @@ class Request {
   Request(THUB_Request req, THUB_Context ctx) noexcept : req_(req), ctx_(ctx) {}
   /** Waits for a request still running and drops its outcome (see the file's comment). */
   ~Request() {
-    if (req_ != THUB_REQUEST_NULL) (void)THUB_Wait(&req_, nullptr);
+    if (req_ != nullptr) (void)THUB_Wait(&req_, nullptr);
   }
   /** Take @p o's request (and result); @p o becomes null. */
   Request(Request&& o) noexcept
-      : req_(detail::take(o.req_, THUB_REQUEST_NULL)),
-        ctx_(o.ctx_),
+      : req_(std::exchange(o.req_, nullptr)),
+        ctx_(std::exchange(o.ctx_, nullptr)),
         done_(std::exchange(o.done_, false)),
         version_(std::exchange(o.version_, std::nullopt)) {}
   /** Wait for this request if it runs, take @p o's; @p o becomes null. */
   Request& operator=(Request&& o) noexcept {
     if (this != &o) {
-      Request old(detail::take(req_, THUB_REQUEST_NULL), ctx_);  // waits for a request still running
-      req_ = detail::take(o.req_, THUB_REQUEST_NULL);
-      ctx_ = o.ctx_;
+      Request old(std::exchange(req_, nullptr), ctx_);  // waits for a request still running
+      req_ = std::exchange(o.req_, nullptr);
+      ctx_ = std::exchange(o.ctx_, nullptr);
       done_ = std::exchange(o.done_, false);
       version_ = std::exchange(o.version_, std::nullopt);
     }
@@ -251,7 +247,7 @@ class Request {
   /** Let the operation run on unobserved (THUB_Request_free); this object becomes null. */
   void detach() { detail::check(THUB_Request_free(&req_), ctx_, "THUB_Request_free"); }
   /** Whether the request is still to be completed. */
-  bool active() const noexcept { return req_ != THUB_REQUEST_NULL; }
+  bool active() const noexcept { return req_ != nullptr; }
   /** The C handle, still owned by this object. */
   THUB_Request get() const noexcept { return req_; }
 
@@ -264,8 +260,8 @@ class Request {
     version_ = st == THUB_NOT_UPDATED ? std::nullopt : std::optional<int64_t>(got);
   }
 
-  THUB_Request req_ = THUB_REQUEST_NULL;
-  THUB_Context ctx_ = THUB_CONTEXT_NULL;
+  THUB_Request req_ = nullptr;
+  THUB_Context ctx_ = nullptr;
   bool done_ = false;
   std::optional<int64_t> version_;
 };
@@ -283,13 +279,13 @@ inline std::vector<std::optional<int64_t>> wait_all(std::vector<Request>& reqs) 
   int st = THUB_Waitall(static_cast<int>(raw.size()), raw.data(), gots.data(), statuses.data());
   bool completed_any = false;
   for (size_t i = 0; i < reqs.size(); ++i) completed_any = completed_any || raw[i] != reqs[i].req_;
-  if (st < 0 && !completed_any) detail::check(st, THUB_CONTEXT_NULL, "THUB_Waitall");  // an invalid entry: nothing waited for
+  if (st < 0 && !completed_any) detail::check(st, nullptr, "THUB_Waitall");  // an invalid entry: nothing waited for
   std::vector<std::optional<int64_t>> out(reqs.size());
   size_t first_failed = reqs.size();
   for (size_t i = 0; i < reqs.size(); ++i) {
     Request& r = reqs[i];
-    if (r.req_ != THUB_REQUEST_NULL) {
-      r.req_ = raw[i];  // THUB_REQUEST_NULL now: completed and freed
+    if (r.req_ != nullptr) {
+      r.req_ = raw[i];  // nullptr now: completed and freed
       if (statuses[i] < 0) {
         if (first_failed == reqs.size()) first_failed = i;
       } else {
@@ -318,16 +314,17 @@ class Model {
         const Info& info);
   /** Closes the model (THUB_Close); errors are dropped. */
   ~Model() {
-    if (m_ != THUB_MODEL_NULL) (void)THUB_Close(&m_);
+    if (m_ != nullptr) (void)THUB_Close(&m_);
   }
   /** Take @p o's model; @p o becomes null. */
-  Model(Model&& o) noexcept : m_(detail::take(o.m_, THUB_MODEL_NULL)), ctx_(o.ctx_) {}
+  Model(Model&& o) noexcept
+      : m_(std::exchange(o.m_, nullptr)), ctx_(std::exchange(o.ctx_, nullptr)) {}
   /** Close this model, take @p o's; @p o becomes null. */
   Model& operator=(Model&& o) noexcept {
     if (this != &o) {
-      if (m_ != THUB_MODEL_NULL) (void)THUB_Close(&m_);
-      m_ = detail::take(o.m_, THUB_MODEL_NULL);
-      ctx_ = o.ctx_;
+      if (m_ != nullptr) (void)THUB_Close(&m_);
+      m_ = std::exchange(o.m_, nullptr);
+      ctx_ = std::exchange(o.ctx_, nullptr);
     }
     return *this;
   }
@@ -368,19 +365,19 @@ class Model {
   void unpublish() { detail::check(THUB_Unpublish(m_), ctx_, "THUB_Unpublish"); }
   /** Nonblocking replicate (THUB_Ireplicate). */
   Request ireplicate(int64_t version = latest) {
-    THUB_Request r = THUB_REQUEST_NULL;
+    THUB_Request r = nullptr;
     detail::check(THUB_Ireplicate(m_, version, &r), ctx_, "THUB_Ireplicate");
     return Request(r, ctx_);
   }
   /** Nonblocking update (THUB_Iupdate); its wait() gives std::nullopt when nothing was newer. */
   Request iupdate(int64_t version = latest) {
-    THUB_Request r = THUB_REQUEST_NULL;
+    THUB_Request r = nullptr;
     detail::check(THUB_Iupdate(m_, version, &r), ctx_, "THUB_Iupdate");
     return Request(r, ctx_);
   }
   /** Nonblocking unpublish (THUB_Iunpublish). */
   Request iunpublish() {
-    THUB_Request r = THUB_REQUEST_NULL;
+    THUB_Request r = nullptr;
     detail::check(THUB_Iunpublish(m_, &r), ctx_, "THUB_Iunpublish");
     return Request(r, ctx_);
   }
@@ -395,14 +392,14 @@ class Model {
   /** The C handle, still owned by this object. */
   THUB_Model get() const noexcept { return m_; }
   /** Whether the object holds a model. */
-  explicit operator bool() const noexcept { return m_ != THUB_MODEL_NULL; }
+  explicit operator bool() const noexcept { return m_ != nullptr; }
 
  private:
   void open(const std::string& model, const std::string& replica, int shard, int num_shards, THUB_Info info) {
     detail::check(THUB_Open(ctx_, model.c_str(), replica.c_str(), shard, num_shards, info, &m_), ctx_, "THUB_Open");
   }
-  THUB_Model m_ = THUB_MODEL_NULL;
-  THUB_Context ctx_ = THUB_CONTEXT_NULL;
+  THUB_Model m_ = nullptr;
+  THUB_Context ctx_ = nullptr;
 };
 
 /** One per process (or per GPU): the data plane and the registry connection (THUB_Context). */
@@ -412,20 +409,20 @@ class Context {
    * Initialize (THUB_Init) with these info keys; without `registry` (and without
    * TENSORHUB_REGISTRY) the context starts an embedded registry.
    */
-  Context() { init(THUB_INFO_NULL); }
+  Context() { init(nullptr); }
   /** With info keys: `Context ctx({{"registry", "host:port"}})`. */
   explicit Context(const Info& info) { init(info.get()); }
   /** Finalizes (THUB_Finalize); errors are dropped. */
   ~Context() {
-    if (ctx_ != THUB_CONTEXT_NULL) (void)THUB_Finalize(&ctx_);
+    if (ctx_ != nullptr) (void)THUB_Finalize(&ctx_);
   }
   /** Take @p o's context; @p o becomes null. Models opened through @p o keep working. */
-  Context(Context&& o) noexcept : ctx_(detail::take(o.ctx_, THUB_CONTEXT_NULL)) {}
+  Context(Context&& o) noexcept : ctx_(std::exchange(o.ctx_, nullptr)) {}
   /** Finalize this context, take @p o's; @p o becomes null. */
   Context& operator=(Context&& o) noexcept {
     if (this != &o) {
-      if (ctx_ != THUB_CONTEXT_NULL) (void)THUB_Finalize(&ctx_);
-      ctx_ = detail::take(o.ctx_, THUB_CONTEXT_NULL);
+      if (ctx_ != nullptr) (void)THUB_Finalize(&ctx_);
+      ctx_ = std::exchange(o.ctx_, nullptr);
     }
     return *this;
   }
@@ -449,7 +446,7 @@ class Context {
   /** Host memory that same-host readers map themselves (THUB_Alloc_mem). */
   void* alloc_mem(size_t bytes) const {
     void* p = nullptr;
-    detail::check(THUB_Alloc_mem(ctx_, bytes, THUB_INFO_NULL, &p), ctx_, "THUB_Alloc_mem");
+    detail::check(THUB_Alloc_mem(ctx_, bytes, nullptr, &p), ctx_, "THUB_Alloc_mem");
     return p;
   }
   /** Free memory of alloc_mem (THUB_Free_mem). */
@@ -461,20 +458,20 @@ class Context {
   /** The C handle, still owned by this object. */
   THUB_Context get() const noexcept { return ctx_; }
   /** Whether the object holds a context. */
-  explicit operator bool() const noexcept { return ctx_ != THUB_CONTEXT_NULL; }
+  explicit operator bool() const noexcept { return ctx_ != nullptr; }
 
  private:
   void init(THUB_Info info) {
     int st = THUB_Init(info, &ctx_);
-    if (st < 0) throw Error(st, "THUB_Init", detail::last_error(THUB_CONTEXT_NULL));  // this thread's last THUB_Init
+    if (st < 0) throw Error(st, "THUB_Init", detail::last_error(nullptr));  // this thread's last THUB_Init
   }
-  THUB_Context ctx_ = THUB_CONTEXT_NULL;
+  THUB_Context ctx_ = nullptr;
 };
 
 inline Model::Model(const Context& ctx, const std::string& model, const std::string& replica, int shard,
                     int num_shards)
     : ctx_(ctx.get()) {
-  open(model, replica, shard, num_shards, THUB_INFO_NULL);
+  open(model, replica, shard, num_shards, nullptr);
 }
 
 inline Model::Model(const Context& ctx, const std::string& model, const std::string& replica, int shard,

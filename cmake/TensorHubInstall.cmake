@@ -55,3 +55,14 @@ _thub_pc_dir(THUB_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 _thub_pc_dir(THUB_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tensorhub.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/tensorhub.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/tensorhub.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# tensorhub-mpi.pc, when the MPI helper is built: its library on top of tensorhub.pc. MPI's
+# own flags come from the compiler wrapper (mpicc), as for any MPI library.
+if(TARGET tensorhub_mpi)
+  get_target_property(THUB_PC_MPI_LIB tensorhub_mpi OUTPUT_NAME)
+  if(NOT THUB_PC_MPI_LIB)
+    set(THUB_PC_MPI_LIB tensorhub_mpi)
+  endif()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/tensorhub-mpi.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/tensorhub-mpi.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/tensorhub-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()

@@ -15,7 +15,9 @@
  *    (THUB_Finalize), ~Info frees the info; their errors are dropped. Call close(),
  *    finalize() explicitly to see them. ~Request of a request still running waits for it
  *    (THUB_Wait) and drops its outcome, so no operation writes into buffers after the
- *    request that owned it is gone; detach() lets one run on unobserved instead.
+ *    request that owned it is gone; detach() lets one run on unobserved instead. Destroy
+ *    requests and models before their context (declare the context first): THUB_Finalize
+ *    refuses while an operation of the context is outstanding, and the context then stays.
  *
  * Needs C++17; the std::span overloads are there when the standard library has std::span
  * (C++20). Thread-safety is the C API's: a Context may be used from several threads, one
@@ -203,7 +205,8 @@ class Request {
       : req_(std::exchange(o.req_, nullptr)),
         ctx_(std::exchange(o.ctx_, nullptr)),
         done_(std::exchange(o.done_, false)),
-        version_(std::exchange(o.version_, std::nullopt)) {}
+        version_(std::exchange(o.version_, std::nullopt)),
+        error_(std::exchange(o.error_, std::nullopt)) {}
   /** Wait for this request if it runs, take @p o's; @p o becomes null. */
   Request& operator=(Request&& o) noexcept {
     if (this != &o) {
@@ -212,6 +215,7 @@ class Request {
       ctx_ = std::exchange(o.ctx_, nullptr);
       done_ = std::exchange(o.done_, false);
       version_ = std::exchange(o.version_, std::nullopt);
+      error_ = std::exchange(o.error_, std::nullopt);
     }
     return *this;
   }
@@ -221,9 +225,10 @@ class Request {
   /**
    * Wait for the operation (THUB_Wait). Returns the version held afterwards, std::nullopt
    * when an iupdate found nothing newer (THUB_NOT_UPDATED); throws Error on failure.
-   * Waiting again on a completed request returns the same result.
+   * Waiting again on a completed request gives the same result (or throws the same Error).
    */
   std::optional<int64_t> wait() {
+    if (error_) throw *error_;
     if (done_) return version_;
     int64_t got = -1;
     int st = THUB_Wait(&req_, &got);  // before finish() reads got
@@ -232,6 +237,7 @@ class Request {
   }
   /** Whether the operation has finished (THUB_Test); throws Error if it failed. */
   bool test() {
+    if (error_) throw *error_;
     if (done_) return true;
     int flag = 0;
     int64_t got = -1;
@@ -255,7 +261,11 @@ class Request {
 
  private:
   void finish(int st, int64_t got, const char* what) {
-    detail::check(st, ctx_, what);
+    if (st < 0 && req_ == nullptr) {  // the operation failed (and the C request is freed): remember it
+      error_ = Error(st, what, ctx_ == nullptr ? std::string() : detail::last_error(ctx_));
+      throw *error_;
+    }
+    detail::check(st, ctx_, what);  // a bad handle: nothing completed
     done_ = true;
     version_ = st == THUB_NOT_UPDATED ? std::nullopt : std::optional<int64_t>(got);
   }
@@ -264,6 +274,7 @@ class Request {
   THUB_Context ctx_ = nullptr;
   bool done_ = false;
   std::optional<int64_t> version_;
+  std::optional<Error> error_;  // the operation's failure, once it completed with one
 };
 
 /**
@@ -287,6 +298,7 @@ inline std::vector<std::optional<int64_t>> wait_all(std::vector<Request>& reqs) 
     if (r.req_ != nullptr) {
       r.req_ = raw[i];  // nullptr now: completed and freed
       if (statuses[i] < 0) {
+        r.error_ = Error(statuses[i], "THUB_Waitall", r.ctx_ == nullptr ? std::string() : detail::last_error(r.ctx_));
         if (first_failed == reqs.size()) first_failed = i;
       } else {
         r.done_ = true;
@@ -295,7 +307,7 @@ inline std::vector<std::optional<int64_t>> wait_all(std::vector<Request>& reqs) 
     }
     out[i] = r.version_;
   }
-  if (first_failed < reqs.size()) detail::check(statuses[first_failed], reqs[first_failed].ctx_, "THUB_Waitall");
+  if (first_failed < reqs.size()) throw *reqs[first_failed].error_;
   return out;
 }
 

@@ -207,6 +207,9 @@ TEST(HppTest, RequestsWaitAndTest) {
   // A replicate that cannot succeed fails at its completion, with the code.
   th::Request missing = r3.ireplicate(99);
   EXPECT_EQ(code_of([&] { missing.wait(); }), THUB_ERR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { missing.wait(); }), THUB_ERR_NOT_FOUND);  // again: the same failure
+  EXPECT_EQ(code_of([&] { missing.test(); }), THUB_ERR_NOT_FOUND);
+  EXPECT_FALSE(missing.active());
 
   std::vector<th::Request> reqs;
   reqs.push_back(r1.iunpublish());
@@ -217,6 +220,17 @@ TEST(HppTest, RequestsWaitAndTest) {
   EXPECT_FALSE(reqs[0].active() || reqs[1].active());
   EXPECT_EQ(got[2], std::nullopt);
   EXPECT_EQ(r1.stat("held_version"), -1);
+
+  // wait_all completes every request and then throws the first failure.
+  reqs.clear();
+  reqs.push_back(r1.ireplicate(98));
+  reqs.push_back(r2.ireplicate(5));
+  EXPECT_EQ(code_of([&] { th::wait_all(reqs); }), THUB_ERR_NOT_FOUND);
+  EXPECT_FALSE(reqs[0].active() || reqs[1].active());
+  EXPECT_EQ(code_of([&] { reqs[0].wait(); }), THUB_ERR_NOT_FOUND);
+  EXPECT_EQ(reqs[1].wait(), std::optional<int64_t>(5));
+  EXPECT_EQ(r2.stat("held_version"), 5);
+  r2.unpublish();
 
   // cancel: the request still completes, canceled or as it would have.
   th::Request c = r3.ireplicate(5);

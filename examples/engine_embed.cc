@@ -1,7 +1,7 @@
-// engine_embed: TensorHub inside an inference engine (C++ over the C API).
+// engine_embed: TensorHub inside an inference engine, through tensorhub.hpp.
 //
-// The engine runs generation batches on its own thread. A WeightSync object owns the THUB
-// handles (RAII) and a background thread that polls THUB_Update between batches. It keeps
+// The engine runs generation batches on its own thread. A WeightSync object owns the
+// TensorHub objects (RAII) and a background thread that polls update() between batches. It keeps
 // two weight slots, each its own replica: the engine reads the active slot during a batch
 // while the poller updates the spare one; at the start of the next batch the engine switches
 // to the spare if it holds a newer version. So the engine never waits for a transfer and
@@ -12,7 +12,10 @@
 // with version N. Every batch checks the weights it reads.
 //
 //   engine_embed [VERSIONS [MIB]]
-#include <tensorhub/tensorhub.h>
+//
+// TensorHub lines this integration adds (lines that name tensorhub:: or THUB_, or call a
+// Model's method): 16, of which 5 tell "nothing published yet" apart from a failure.
+#include <tensorhub/tensorhub.hpp>
 
 #include <array>
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -37,69 +41,29 @@ float expected(int64_t version, size_t t, size_t i) {
   return static_cast<float>((version * 131 + static_cast<int64_t>(t) * 17 + static_cast<int64_t>(i)) % 4096);
 }
 
-[[noreturn]] void throw_status(THUB_Context ctx, int st, const std::string& what) {
-  char detail[1024] = "";
-  if (THUB_Last_error(ctx, detail, sizeof detail) != THUB_SUCCESS) detail[0] = '\0';
-  throw std::runtime_error(what + ": " + THUB_Error_string(st) + " | " + detail);
+// A context on the given registry; an empty address starts an embedded registry.
+tensorhub::Context connect(const std::string& registry) {
+  return registry.empty() ? tensorhub::Context() : tensorhub::Context(tensorhub::Info{{"registry", registry}});
 }
 
-// Owns a THUB_Context. An empty registry address starts an embedded registry.
-class Context {
- public:
-  explicit Context(const std::string& registry) {
-    THUB_Info info = THUB_INFO_NULL;
-    THUB_Info_create(&info);
-    if (!registry.empty()) THUB_Info_set(info, "registry", registry.c_str());
-    int st = THUB_Init(info, &ctx_);
-    THUB_Info_free(&info);
-    if (st != THUB_SUCCESS) throw_status(THUB_CONTEXT_NULL, st, "THUB_Init");
-  }
-  ~Context() {
-    if (ctx_ != THUB_CONTEXT_NULL) THUB_Finalize(&ctx_);
-  }
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
-
-  THUB_Context get() const { return ctx_; }
-  std::string registry_address() const {
-    char buf[256];
-    int st = THUB_Registry_address(ctx_, buf, sizeof buf);
-    if (st != THUB_SUCCESS) throw_status(ctx_, st, "THUB_Registry_address");
-    return buf;
-  }
-
- private:
-  THUB_Context ctx_ = THUB_CONTEXT_NULL;
-};
-
-// Owns one replica of a model: its host buffers and its THUB_Model handle.
+// Owns one replica of a model: its host buffers and its model handle.
 class Replica {
  public:
-  Replica(const Context& ctx, const std::string& model, const std::string& replica,
+  Replica(const tensorhub::Context& ctx, const std::string& model, const std::string& replica,
           const std::vector<TensorSpec>& layout)
-      : ctx_(ctx.get()) {
-    int st = THUB_Open(ctx_, model.c_str(), replica.c_str(), 0, 1, THUB_INFO_NULL, &m_);
-    if (st != THUB_SUCCESS) throw_status(ctx_, st, "THUB_Open " + replica);
+      : m_(ctx.open(model, replica)) {
     for (const auto& t : layout) {
       tensors_.emplace_back(t.elements, 0.0f);
-      st = THUB_Register(m_, t.name.c_str(), tensors_.back().data(), t.elements * sizeof(float), THUB_MEM_HOST);
-      if (st != THUB_SUCCESS) throw_status(ctx_, st, "THUB_Register " + t.name);
+      m_.register_tensor(t.name, tensors_.back().data(), t.elements * sizeof(float));
     }
   }
-  ~Replica() {
-    if (m_ != THUB_MODEL_NULL) THUB_Close(&m_);
-  }
-  Replica(const Replica&) = delete;
-  Replica& operator=(const Replica&) = delete;
 
-  THUB_Model handle() const { return m_; }
-  THUB_Context context() const { return ctx_; }
+  tensorhub::Model& model() { return m_; }
   std::vector<std::vector<float>>& tensors() { return tensors_; }
   int64_t version = -1;  // the version the buffers hold, -1 for none
 
  private:
-  THUB_Context ctx_;
-  THUB_Model m_ = THUB_MODEL_NULL;
+  tensorhub::Model m_;
   std::vector<std::vector<float>> tensors_;  // never resized after registration
 };
 
@@ -113,7 +77,7 @@ class WeightSync {
  public:
   WeightSync(const std::string& registry, const std::string& model, const std::string& engine,
              const std::vector<TensorSpec>& layout, std::chrono::milliseconds poll_period)
-      : ctx_(registry), poll_period_(poll_period) {
+      : ctx_(connect(registry)), poll_period_(poll_period) {
     slots_[0] = std::make_unique<Replica>(ctx_, model, engine + "-a", layout);
     slots_[1] = std::make_unique<Replica>(ctx_, model, engine + "-b", layout);
     poller_ = std::thread([this] { poll(); });
@@ -166,18 +130,23 @@ class WeightSync {
       // holds nothing yet replicates; THUB_ERR_NOT_FOUND then means "nothing published yet".
       // After a switch the spare may first fetch the version the engine already has (one
       // extra copy, and one more source for other rollouts); later polls are cheap no-ops.
-      int64_t got = -1;
-      int st = THUB_Update(r.handle(), THUB_LATEST, &got);
+      std::optional<int64_t> got;
+      int st = THUB_SUCCESS;
+      std::string failure;
+      try {
+        got = r.model().update(tensorhub::latest);  // std::nullopt: nothing newer
+      } catch (const tensorhub::Error& e) {
+        st = e.code();
+        failure = e.what();
+      }
       lk.lock();
-      if (st < 0 && st != THUB_ERR_NOT_FOUND) {
-        char detail[1024] = "";
-        THUB_Last_error(r.context(), detail, sizeof detail);
-        error_ = std::string("THUB_Update: ") + THUB_Error_string(st) + " | " + detail;
+      if (st != THUB_SUCCESS && st != THUB_ERR_NOT_FOUND) {
+        error_ = failure;
         cv_.notify_all();
         return;
       }
-      if (st == THUB_SUCCESS) r.version = got;
-      if (st == THUB_SUCCESS && got > newest) {
+      if (got) r.version = *got;
+      if (got && *got > newest) {
         ready_ = spare;
         cv_.notify_all();
       } else {
@@ -186,7 +155,7 @@ class WeightSync {
     }
   }
 
-  Context ctx_;
+  tensorhub::Context ctx_;
   std::array<std::unique_ptr<Replica>, 2> slots_;
   std::chrono::milliseconds poll_period_;
   std::mutex mu_;
@@ -236,7 +205,7 @@ int main(int argc, char** argv) {
       {"attn.qkv", mib * 262144 / 2}, {"mlp.up", mib * 262144 / 2 - 8}, {"norm.scale", 8}};
   try {
     // The trainer side: its own context, which starts the embedded registry.
-    Context trainer_ctx("");
+    tensorhub::Context trainer_ctx;
     Replica trainer(trainer_ctx, "policy", "trainer", layout);
     WeightSync sync(trainer_ctx.registry_address(), "policy", "engine-0", layout, std::chrono::milliseconds(2));
     Progress progress;
@@ -248,11 +217,9 @@ int main(int argc, char** argv) {
           for (size_t t = 0; t < ts.size(); ++t) {
             for (size_t i = 0; i < ts[t].size(); ++i) ts[t][i] = expected(v, t, i);
           }
-          int st = THUB_Publish(trainer.handle(), v);
-          if (st != THUB_SUCCESS) throw_status(trainer.context(), st, "THUB_Publish");
+          trainer.model().publish(v);
           progress.wait_served(v);  // the engine holds v: now it may be withdrawn
-          st = THUB_Unpublish(trainer.handle());
-          if (st != THUB_SUCCESS) throw_status(trainer.context(), st, "THUB_Unpublish");
+          trainer.model().unpublish();
         }
       } catch (const std::exception& e) {
         trainer_error = e.what();

@@ -15,6 +15,11 @@
  * The model (same in rollout.f90): int32 tensors embed.weight and head.weight (MIB MiB
  * together, less 64 bytes) and head.bias (16 elements); element i of tensor t at version v
  * is (v*1000003 + t*7919 + i*31) mod 2147483647.
+ *
+ * TensorHub lines this integration adds (lines that name THUB_ or tensorhub): 24 in all;
+ * the co-located trainer loop 16 (trainer() 8, the shared open/register and error helpers 6,
+ * the include and the context 2), the standalone rollout loop 16 (rollout() 8, the same 8
+ * shared).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# An outside C program written only against the public header: install TensorHub into a
-# scratch prefix, compile tests/multiproc/peer.c against the installed header and library
-# with a plain C compiler, then publish from one process and replicate into three others,
-# byte-exact.
+# An outside C program written only against the public header: compile tests/multiproc/peer.c
+# against the header and library installed in PREFIX (the InstalledPrefix fixture) with a
+# plain C compiler, then publish from one process and replicate into three others, byte-exact.
+#   outside_program.sh PREFIX SRC
 set -euo pipefail
-build=$1
+prefix=$1
 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
-cmake --install "$build" --prefix "$work/prefix" > /dev/null
+unset LD_LIBRARY_PATH
+libdir=$(dirname "$(ls "$prefix"/lib*/libtensorhub.so | head -1)")
 cc -std=c99 -Wall -Wextra -Werror -o "$work/peer" "$src/tests/multiproc/peer.c" \
-   -I"$work/prefix/include" -L"$work/prefix/lib" -ltensorhub -Wl,-rpath,"$work/prefix/lib"
+   -I"$prefix/include" -L"$libdir" -ltensorhub -Wl,-rpath,"$libdir"
+resolved=$(ldd "$work/peer" | awk '$1 ~ /^libtensorhub\.so/ {print $3}')
+case $(readlink -f "$resolved") in
+  "$(readlink -f "$prefix")"/*) ;;
+  *) echo "peer resolves libtensorhub to '$resolved', outside $prefix"; exit 1 ;;
+esac
 
 mkfifo "$work/trainer.in"
 "$work/peer" < "$work/trainer.in" > "$work/trainer.out" &

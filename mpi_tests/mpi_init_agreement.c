@@ -5,6 +5,8 @@
  *      the context handles untouched;
  *   2. a bad info value on the last rank only (the root and the others succeed first):
  *      THUB_ERR_ARG everywhere, the detail naming the last rank, the created contexts undone;
+ *      then an auth_token on the other ranks that differs from the root's: THUB_ERR_AUTH
+ *      everywhere, the detail naming rank 1 (the lowest failing rank);
  *   3. a NULL ctx on rank 1: THUB_ERR_ARG everywhere;
  *   4. root out of range: THUB_ERR_ARG everywhere;
  *   5. THUB_MPI_Finalize of a NULL handle: THUB_ERR_ARG on every rank, no hang;
@@ -145,6 +147,14 @@ int main(int argc, char **argv) {
   st = THUB_MPI_Init(MPI_COMM_WORLD, 0, info, &ctx);
   if (info != THUB_INFO_NULL) THUB_Info_free(&info);
   expect_agreed("bad info value on the last rank", st, THUB_ERR_ARG, size - 1);
+  if (ctx != sentinel) fail("a failed THUB_MPI_Init wrote the handle");
+
+  /* 2b. the root's registry refuses the others' credentials: each other rank fails on its
+   * own, after the root succeeded; the code is THUB_ERR_AUTH everywhere, rank 1 blamed */
+  info = info_with("auth_token", rank == 0 ? "job-token-right" : "job-token-wrong");
+  st = THUB_MPI_Init(MPI_COMM_WORLD, 0, info, &ctx);
+  THUB_Info_free(&info);
+  expect_agreed("other ranks' auth_token differs from the root's", st, THUB_ERR_AUTH, 1);
   if (ctx != sentinel) fail("a failed THUB_MPI_Init wrote the handle");
 
   /* 3. NULL ctx on rank 1 */

@@ -193,6 +193,24 @@ static double cpu_seconds(void) {
   return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+/* The MPI library and the collective settings mpirun passed (--mca coll_* becomes OMPI_MCA_coll_*). */
+static void print_mpi_setup(void) {
+  extern char **environ;
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int len = 0, any = 0;
+  char **e;
+  MPI_Get_library_version(lib, &len);
+  lib[strcspn(lib, ",\n")] = '\0';
+  printf("# MPI_Bcast: %s;", lib);
+  for (e = environ; *e; e++) {
+    if (strncmp(*e, "OMPI_MCA_coll", 13) == 0) {
+      printf(" %s", *e + 9);
+      any = 1;
+    }
+  }
+  printf("%s\n", any ? "" : " the library's default algorithm choice");
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -349,6 +367,7 @@ int main(int argc, char **argv) {
       printf("# %s; registry %s (in rank 0); buffers from %s; %d iterations after %d warmup; verify %s\n", lib, addr,
              o.alloc_mem ? "THUB_Alloc_mem" : "malloc", o.iters, o.warmup, o.verify ? "on" : "off");
       for (i = 0; i < o.ninfo; i++) printf("# info %s\n", o.info_kv[i]);
+      print_mpi_setup();
       printf("# time: max over ranks from a barrier until the rank holds the bytes, median over iterations\n");
       printf("# MB/s: bytes per rollout / time (10^6 B/s); CPU s/GB: every rank's CPU in the timed windows\n");
       printf("%-12s %15s %15s %8s %16s %16s %11s %11s\n", "# Size", "TensorHub(us)", "MPI_Bcast(us)", "ratio",

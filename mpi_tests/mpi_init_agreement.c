@@ -14,7 +14,8 @@
  *      loopback refusal): every rank holds a context on the same registry, a 4 KiB tensor
  *      published by the root is replicated and checked by the others, THUB_MPI_Finalize
  *      succeeds everywhere and clears the handles; then a second THUB_MPI_Init on the same
- *      communicator succeeds again (nothing left over from the first).
+ *      communicator succeeds again (nothing left over from the first); in the first round a
+ *      second THUB_MPI_Init whose info names that registry connects every rank to it.
  * Each rank prints one line; the exit code is non-zero when any rank failed.
  */
 #include <stdarg.h>
@@ -70,6 +71,22 @@ static THUB_Info info_with(const char *key, const char *value) {
 
 static unsigned char pattern(size_t i) { return (unsigned char)(i * 131u + 7u); }
 
+/* A THUB_MPI_Init whose info names a registry (the one of round_trip): no rank starts one,
+ * every rank is connected to that one. */
+static void joins_named_registry(const char *registry) {
+  THUB_Info info = info_with("registry", registry);
+  THUB_Context other = THUB_CONTEXT_NULL;
+  char addr[256] = "";
+  int st = THUB_MPI_Init(MPI_COMM_WORLD, 0, info, &other);
+  THUB_Info_free(&info);
+  expect_agreed("info names a registry", st, THUB_SUCCESS, -1);
+  if (st != THUB_SUCCESS) return;
+  if (THUB_Registry_address(other, addr, sizeof addr) != THUB_SUCCESS || strcmp(addr, registry) != 0) {
+    fail("with registry=%s the context uses %s", registry, addr);
+  }
+  if ((st = THUB_MPI_Finalize(MPI_COMM_WORLD, &other)) != THUB_SUCCESS) fail("THUB_MPI_Finalize returned %d", st);
+}
+
 /* Init with the last rank as root, replicate one tensor from it, finalize. */
 static void round_trip(int pass) {
   const int root = size - 1;
@@ -92,6 +109,7 @@ static void round_trip(int pass) {
   MPI_Bcast(root_addr, (int)sizeof root_addr, MPI_CHAR, root, MPI_COMM_WORLD);
   if (strcmp(addr, root_addr) != 0) fail("registry %s is not the root's %s", addr, root_addr);
   if (strncmp(addr, "127.0.0.1:", 10) != 0) fail("registry %s is not on registry_listen's address", addr);
+  if (pass == 0) joins_named_registry(root_addr);
 
   snprintf(replica, sizeof replica, "rank-%d", rank);
   if (THUB_Open(ctx, "agreement", replica, 0, 1, THUB_INFO_NULL, &m) != THUB_SUCCESS ||

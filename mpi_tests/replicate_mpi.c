@@ -1,16 +1,17 @@
-/* replicate_mpi: rank 0 is the trainer (it starts the embedded registry), the other ranks are
+/* replicate_mpi: rank 0 is the trainer (it hosts the embedded registry), the other ranks are
  * rollouts. MPI only carries the registry address and orders the steps; every weight byte
  * moves through TensorHub.
  *
- *   rank 0:   THUB_Init (embedded registry), MPI_Bcast of THUB_Registry_address
- *   ranks>0:  THUB_Init with registry=<that address>
+ *   all ranks: THUB_MPI_Init(MPI_COMM_WORLD, root 0): rank 0 starts the embedded registry and
+ *              shares its address, the others connect to it (libtensorhub_mpi)
  *   for v = 1..3:
  *     rank 0: THUB_Unpublish (v > 1; returns once nobody reads), fill with v, THUB_Publish(v)
  *     barrier
  *     ranks>0: THUB_Replicate (v = 1) or THUB_Update, then check every byte
  *     barrier
- * The last rank also checks the codes of bad calls. Each rank prints one line; the exit code
- * is non-zero when any rank failed.
+ * The last rank also checks the codes of bad calls. THUB_MPI_Finalize closes rank 0's
+ * registry after every other rank finalized. Each rank prints one line; the exit code is
+ * non-zero when any rank failed.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #include <mpi.h>
 #include <tensorhub/tensorhub.h>
+#include <tensorhub/tensorhub_mpi.h>
 
 #define NTENSORS 5
 #define NVERSIONS 3
@@ -89,7 +91,6 @@ static void bad_input_checks(THUB_Context ctx, THUB_Model m) {
 int main(int argc, char **argv) {
   THUB_Context ctx = THUB_CONTEXT_NULL;
   THUB_Model m = THUB_MODEL_NULL;
-  THUB_Info info = THUB_INFO_NULL;
   unsigned char *bufs[NTENSORS];
   char addr[ADDR_LEN] = "";
   char replica[32];
@@ -102,24 +103,17 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-  /* rank 0 starts the embedded registry; the others learn its address from MPI */
-  if (rank == 0) {
-    st = THUB_Init(THUB_INFO_NULL, &ctx);
-    if (check(ctx, st, "THUB_Init (embedded registry)")) {
-      check(ctx, THUB_Registry_address(ctx, addr, sizeof addr), "THUB_Registry_address");
-    }
+  /* rank 0 hosts the embedded registry; the others connect to it (the outcome is the same
+   * on every rank, so a failure ends every rank the same way) */
+  st = THUB_MPI_Init(MPI_COMM_WORLD, 0, THUB_INFO_NULL, &ctx);
+  if (st != THUB_SUCCESS) {
+    char detail[1024] = "";
+    THUB_MPI_Last_error(detail, sizeof detail);
+    fprintf(stderr, "rank %d: FAIL THUB_MPI_Init: %d %s | %s\n", rank, st, THUB_Error_string(st), detail);
+    MPI_Finalize();
+    return 1;
   }
-  MPI_Bcast(addr, ADDR_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (addr[0] == '\0') {
-    if (rank == 0) fprintf(stderr, "rank 0: no registry address to share\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  if (rank != 0) {
-    THUB_Info_create(&info);
-    THUB_Info_set(info, "registry", addr);
-    check(ctx, THUB_Init(info, &ctx), "THUB_Init (registry from rank 0)");
-    THUB_Info_free(&info);
-  }
+  check(ctx, THUB_Registry_address(ctx, addr, sizeof addr), "THUB_Registry_address");
 
   snprintf(replica, sizeof replica, "rank-%d", rank);
   if (!failed) check(ctx, THUB_Open(ctx, "mpi-model", replica, 0, 1, THUB_INFO_NULL, &m), "THUB_Open");
@@ -175,16 +169,10 @@ int main(int argc, char **argv) {
 
   if (rank == size - 1 && rank != 0 && !failed) bad_input_checks(ctx, m);
 
-  /* the rollouts leave first: rank 0's embedded registry must outlive them */
-  if (rank != 0) {
-    if (m != THUB_MODEL_NULL) check(ctx, THUB_Close(&m), "THUB_Close");
-    if (ctx != THUB_CONTEXT_NULL) check(ctx, THUB_Finalize(&ctx), "THUB_Finalize");
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) {
-    if (m != THUB_MODEL_NULL) check(ctx, THUB_Close(&m), "THUB_Close");
-    if (ctx != THUB_CONTEXT_NULL) check(ctx, THUB_Finalize(&ctx), "THUB_Finalize");
-  }
+  /* rank 0's embedded registry outlives the others' contexts (THUB_MPI_Finalize) */
+  if (m != THUB_MODEL_NULL) check(ctx, THUB_Close(&m), "THUB_Close");
+  check(THUB_CONTEXT_NULL, THUB_MPI_Finalize(MPI_COMM_WORLD, &ctx), "THUB_MPI_Finalize");
+  if (ctx != THUB_CONTEXT_NULL) fail(THUB_CONTEXT_NULL, "THUB_MPI_Finalize left the handle set", THUB_ERR_INTERNAL);
 
   if (failed) {
     printf("rank %d: FAIL %s\n", rank, first_failure);

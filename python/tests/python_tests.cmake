@@ -1,0 +1,24 @@
+# The Python package's tests (unittest, one feature per file) and the Python examples, run with
+# ${Python3_EXECUTABLE} against the build tree's package. run.py exits 77 (ctest: skipped) when
+# every test of a file skipped, e.g. for want of numpy or torch.
+set(_py_env PYTHONPATH=${CMAKE_BINARY_DIR}/python THUB_SOURCE_DIR=${PROJECT_SOURCE_DIR})
+set(_py_run ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/run.py)
+foreach(t vocabulary context numpy tensors requests gil torch multiprocess)
+  string(SUBSTRING ${t} 0 1 _first)
+  string(TOUPPER ${_first} _first)
+  string(SUBSTRING ${t} 1 -1 _rest)
+  add_test(NAME Python${_first}${_rest}Test COMMAND ${_py_run} test_${t})
+  set_tests_properties(Python${_first}${_rest}Test PROPERTIES LABELS unit TIMEOUT 120
+                       ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)
+endforeach()
+
+# The paper's two loops with a torch module: co-located, and a standalone rollout process
+# started by the co-located trainer (as examples/trainer_rollout.c does).
+set(_py_examples ${PROJECT_SOURCE_DIR}/examples/python)
+add_test(NAME ExamplePythonColocated
+         COMMAND ${_py_run} --needs torch -- ${_py_examples}/colocated.py --steps 4)
+add_test(NAME ExamplePythonRollout
+         COMMAND ${_py_run} --needs torch -- ${_py_examples}/colocated.py --steps 4
+                 --rollout ${_py_examples}/rollout.py)
+set_tests_properties(ExamplePythonColocated ExamplePythonRollout PROPERTIES LABELS example TIMEOUT 120
+                     ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)

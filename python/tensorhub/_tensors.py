@@ -36,12 +36,12 @@ def _is_torch_tensor(obj):
 
 
 def _from_torch(name, t):
-    if not t.is_contiguous():
-        raise ValueError("tensor %r: a torch tensor that is not contiguous cannot be registered in "
-                         "place; register t.contiguous() (a copy) and keep that one" % name)
     if str(t.layout) != "torch.strided":
         raise TypeError("tensor %r: only dense (strided) torch tensors can be registered, not %s"
                         % (name, t.layout))
+    if not t.is_contiguous():
+        raise ValueError("tensor %r: a torch tensor that is not contiguous cannot be registered in "
+                         "place; register t.contiguous() (a copy) and keep that one" % name)
     device = t.device.type
     if device == "cpu":
         memtype = MEM_HOST

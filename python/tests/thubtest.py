@@ -11,11 +11,9 @@ def optional(module):
         return None
 
 
-np = optional("numpy")
-torch = optional("torch")
+np = optional("numpy")  # torch is imported by test_torch only: it takes seconds to import
 
 needs_numpy = unittest.skipIf(np is None, "numpy is not importable by this python (apt install python3-numpy)")
-needs_torch = unittest.skipIf(torch is None, "torch is not importable by this python (apt install python3-torch)")
 
 
 def words(version, tensor, count):

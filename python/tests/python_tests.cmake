@@ -22,3 +22,8 @@ add_test(NAME ExamplePythonRollout
                  --rollout ${_py_examples}/rollout.py)
 set_tests_properties(ExamplePythonColocated ExamplePythonRollout PROPERTIES LABELS example TIMEOUT 120
                      ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)
+
+# The installed package (cmake --install into a scratch prefix) with the installed library.
+add_test(NAME PythonInstalledTest COMMAND ${_py_run} test_installed)
+set_tests_properties(PythonInstalledTest PROPERTIES LABELS "unit;install" TIMEOUT 300 SKIP_RETURN_CODE 77
+  ENVIRONMENT "THUB_BUILD_DIR=${CMAKE_BINARY_DIR};THUB_CMAKE=${CMAKE_COMMAND};THUB_PYTHON_INSTALL_DIR=${THUB_PYTHON_INSTALL_DIR}")

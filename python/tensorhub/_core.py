@@ -70,7 +70,10 @@ def _info_value(key, value):
         return "true" if value else "false"
     if isinstance(value, (int, str)):
         return str(value)
-    raise TypeError("info key %r: a value must be a str, int or bool, not %s" % (key, type(value).__name__))
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)  # e.g. registry=["host:port", "backup:port"]
+    raise TypeError("info key %r: a value must be a str, int, bool or a list of str, not %s"
+                    % (key, type(value).__name__))
 
 
 class _Info:
@@ -133,7 +136,8 @@ class Context:
 
     Context(registry=None, **info): `registry` is the info key of that name ("host:port[,...]";
     None: an embedded registry in this process, unless $TENSORHUB_REGISTRY says otherwise); every
-    other keyword is an info key of THUB_Init (bool -> "true"/"false", int -> str, None -> unset).
+    other keyword is an info key of THUB_Init (bool -> "true"/"false", int -> str, a list of str ->
+    comma-separated, None -> unset).
     """
 
     def __init__(self, registry=None, **info):

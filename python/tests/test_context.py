@@ -13,6 +13,8 @@ class ContextTest(unittest.TestCase):
             with tensorhub.Context(registry=addr) as client:
                 self.assertEqual(client.registry_address, addr)
             self.assertTrue(client.closed)
+            with tensorhub.Context(registry=[addr, "127.0.0.1:1"]) as client:  # with a backup
+                self.assertEqual(client.registry_address, addr)
         self.assertTrue(host.closed)
 
     def test_info_values_are_converted(self):

@@ -69,6 +69,8 @@ class GilTest(unittest.TestCase):
             seen, result = counter_seen_after(req.wait)
             self.assertEqual(result, 1)
             self.assertEqual(seen, 1, "Request.wait: the main thread did not run during the call: GIL held")
+            seen, _ = counter_seen_after(dst.close)
+            self.assertEqual(seen, 1, "close: the main thread did not run during the call: GIL held")
             self.assertEqual(bytes(buf), b"\x5a" * len(buf))
 
 

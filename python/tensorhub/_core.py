@@ -7,6 +7,7 @@ Context may be used from several threads at once, a Model by one thread at a tim
 import atexit
 import ctypes
 import enum
+import numbers
 import threading
 import weakref
 
@@ -68,8 +69,10 @@ def _check(status, function, ctx_handle=None):
 def _info_value(key, value):
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, str)):
-        return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return ",".join(value)  # e.g. registry=["host:port", "backup:port"]
     raise TypeError("info key %r: a value must be a str, int, bool or a list of str, not %s"
@@ -144,6 +147,7 @@ class Context:
         info = dict(info, registry=registry)
         self._handle = ctypes.c_void_p()
         self._models = weakref.WeakSet()
+        self._blocks = weakref.WeakValueDictionary()  # address -> memory from alloc_mem still referenced
         self._lock = threading.Lock()
         with _Info(info) as handle:
             _check(lib.THUB_Init(handle, ctypes.byref(self._handle)), "THUB_Init", None)
@@ -181,13 +185,32 @@ class Context:
         self._models.add(obj)
         return obj
 
+    def alloc_mem(self, nbytes):
+        """THUB_Alloc_mem: `nbytes` of host memory that readers on this host map and copy from
+        themselves (the fastest memory to serve from). A writable buffer: make tensors of it
+        with numpy.frombuffer(mem, dtype) or torch.frombuffer(mem, dtype=...) and register those.
+        It is freed (THUB_Free_mem) once nothing references it; the context cannot be closed
+        while something does."""
+        h = self._h("THUB_Alloc_mem")
+        base = ctypes.c_void_p()
+        _check(lib.THUB_Alloc_mem(h, int(nbytes), None, ctypes.byref(base)), "THUB_Alloc_mem", h)
+        mem = type("HostMemory", (ctypes.c_ubyte * int(nbytes),), {"__del__": _free_mem}).from_address(base.value)
+        mem._context = self  # the context outlives its memory
+        self._blocks[base.value] = mem
+        return mem
+
     def close(self):
-        """THUB_Finalize, after closing the models still open. Closing twice does nothing."""
+        """THUB_Finalize, after closing the models still open. Closing twice does nothing; closing
+        while memory from alloc_mem is still referenced is THUB_ERR_STATE (Finalize would free it)."""
         with self._lock:
             if not self._handle:
                 return
             for m in list(self._models):
                 m.close()
+            if len(self._blocks):
+                raise TensorHubError(Status.ERR_STATE, "%d blocks of alloc_mem memory are still referenced: "
+                                     "drop them, and the arrays made of them, first" % len(self._blocks),
+                                     "THUB_Finalize")
             _check(lib.THUB_Finalize(ctypes.byref(self._handle)), "THUB_Finalize", self._handle)
             _live_contexts.discard(self)
 
@@ -205,6 +228,12 @@ class Context:
 
     def __repr__(self):
         return "<tensorhub.Context %s>" % ("closed" if self.closed else self.registry_address)
+
+
+def _free_mem(mem):
+    ctx = mem.__dict__.get("_context")
+    if ctx is not None and ctx._handle:
+        lib.THUB_Free_mem(ctx._handle, ctypes.addressof(mem))
 
 
 class Model:

@@ -3,12 +3,14 @@
 # every test of a file skipped, e.g. for want of numpy or torch.
 set(_py_env PYTHONPATH=${CMAKE_BINARY_DIR}/python THUB_SOURCE_DIR=${PROJECT_SOURCE_DIR})
 set(_py_run ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/run.py)
-foreach(t vocabulary context numpy tensors requests gil torch multiprocess)
-  string(SUBSTRING ${t} 0 1 _first)
-  string(TOUPPER ${_first} _first)
-  string(SUBSTRING ${t} 1 -1 _rest)
-  add_test(NAME Python${_first}${_rest}Test COMMAND ${_py_run} test_${t})
-  set_tests_properties(Python${_first}${_rest}Test PROPERTIES LABELS unit TIMEOUT 120
+# (test name, file)
+foreach(pair Vocabulary:vocabulary Context:context Numpy:numpy Tensors:tensors AllocMem:alloc_mem
+             Requests:requests Gil:gil Torch:torch Multiprocess:multiprocess)
+  string(REPLACE ":" ";" pair ${pair})
+  list(GET pair 0 name)
+  list(GET pair 1 file)
+  add_test(NAME Python${name}Test COMMAND ${_py_run} test_${file})
+  set_tests_properties(Python${name}Test PROPERTIES LABELS unit TIMEOUT 120
                        ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)
 endforeach()
 

@@ -27,7 +27,7 @@ def open_replica(ctx, replica, tensors, **info):
 @needs_numpy
 class NumpyTest(unittest.TestCase):
     def setUp(self):
-        self.ctx = tensorhub.Context(timeout_ms=60000)
+        self.ctx = tensorhub.Context(timeout_ms=np.int64(60000))  # any integral value
         self.addCleanup(self.ctx.close)
 
     def assertHolds(self, tensors, version):

@@ -192,6 +192,8 @@ class Context:
         It is freed (THUB_Free_mem) once nothing references it; the context cannot be closed
         while something does."""
         h = self._h("THUB_Alloc_mem")
+        if int(nbytes) < 0:
+            raise ValueError("alloc_mem: a negative size %d" % nbytes)
         base = ctypes.c_void_p()
         _check(lib.THUB_Alloc_mem(h, int(nbytes), None, ctypes.byref(base)), "THUB_Alloc_mem", h)
         mem = type("HostMemory", (ctypes.c_ubyte * int(nbytes),), {"__del__": _free_mem}).from_address(base.value)

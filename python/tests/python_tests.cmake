@@ -1,7 +1,8 @@
 # The Python package's tests (unittest, one feature per file) and the Python examples, run with
 # ${Python3_EXECUTABLE} against the build tree's package. run.py exits 77 (ctest: skipped) when
 # every test of a file skipped, e.g. for want of numpy or torch.
-set(_py_env PYTHONPATH=${CMAKE_BINARY_DIR}/python THUB_SOURCE_DIR=${PROJECT_SOURCE_DIR})
+set(_py_env PYTHONPATH=${CMAKE_BINARY_DIR}/python THUB_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+    PYTHONPYCACHEPREFIX=${CMAKE_BINARY_DIR}/python/pycache)  # no __pycache__ in the sources
 set(_py_run ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/run.py)
 # (test name, file)
 foreach(pair Vocabulary:vocabulary Context:context Numpy:numpy Tensors:tensors AllocMem:alloc_mem

@@ -1,30 +1,41 @@
 """Blocking calls run without the GIL: another Python thread runs while one is inside them.
 
-Deterministic, with no sleeps or timing: the switch interval is raised to 100 s, so the thread
-that holds the GIL keeps it until it gives it up itself (a blocking wait, or a foreign call that
-releases it). The main thread waits for the worker to start, then increments a counter; the
-worker reads the counter as soon as its call has returned. If the call released the GIL, the
-main thread ran (and incremented) while the worker was inside it, and still holds the GIL when
-the call returns, until it blocks in join(): the worker reads 1. If the call held the GIL, the
-main thread could only run once the worker's thread ended: the worker reads 0. A control runs
-the same steps with a function called through ctypes.PyDLL (GIL held) and must read 0.
+Deterministic, with no sleeps or timing. The registry runs in a subprocess that the test stops
+(SIGSTOP) before each call, so the call, made in a worker thread, cannot return before the main
+thread continues the registry (SIGCONT). The main thread waits for the worker to start,
+increments a counter, continues the registry and joins; the worker reads the counter once its
+call has returned. A call that released the GIL lets the main thread do all that meanwhile: the
+worker reads 1. A call that held it would keep the main thread out until the call gave up (the
+library's own registry timeouts) and fail.
+
+The switch interval is raised to 100 s so that a thread holding the GIL keeps it until it gives
+it up itself. A control calls a function through ctypes.PyDLL (GIL held; it returns at once):
+the main thread can only run once the worker has ended, and the worker reads 0.
 """
 import ctypes
+import os
+import signal
+import subprocess
 import sys
 import threading
 import unittest
 
 import tensorhub
 
+REGISTRY = "import sys, tensorhub; c = tensorhub.Context(); print(c.registry_address, flush=True); sys.stdin.read()"
 
-def counter_seen_after(call):
-    """Runs call() in a thread as described above; returns the counter the thread saw after it."""
+
+def counter_seen_after(call, release=lambda: None):
+    """Runs call() in a thread as described above; returns (counter seen after it, its result)."""
     state = {"counter": 0}
     started = threading.Event()
 
     def worker():
         started.set()
-        state["result"] = call()
+        try:
+            state["result"] = call()
+        except Exception as e:  # reported by the main thread
+            state["result"] = e
         state["seen"] = state["counter"]
 
     old = sys.getswitchinterval()
@@ -34,10 +45,11 @@ def counter_seen_after(call):
         t.start()
         started.wait()
         state["counter"] += 1
+        release()
         t.join()
     finally:
         sys.setswitchinterval(old)
-    return state["seen"], state.get("result")
+    return state["seen"], state["result"]
 
 
 class GilTest(unittest.TestCase):
@@ -51,27 +63,50 @@ class GilTest(unittest.TestCase):
         self.assertEqual(seen, 0, "the control failed: the main thread ran while the GIL was held")
 
     def test_blocking_calls_release_the_gil(self):
-        buf = bytearray(1 << 20)
-        with tensorhub.Context(timeout_ms=60000) as ctx:
-            src = ctx.open("gil", "trainer")
-            src.register("w", bytearray(b"\x5a" * len(buf)))
-            src.publish(1)
-            dst = ctx.open("gil", "rollout")
-            dst.register("w", buf)
-            calls = [("replicate", dst.replicate, 1),
-                     ("update", dst.update, None),
-                     ("unpublish", dst.unpublish, None)]
-            for name, call, expected in calls:
-                seen, result = counter_seen_after(call)
-                self.assertEqual(result, expected, name)
-                self.assertEqual(seen, 1, "%s: the main thread did not run during the call: GIL held" % name)
-            req = dst.ireplicate()
-            seen, result = counter_seen_after(req.wait)
-            self.assertEqual(result, 1)
-            self.assertEqual(seen, 1, "Request.wait: the main thread did not run during the call: GIL held")
-            seen, _ = counter_seen_after(dst.close)
-            self.assertEqual(seen, 1, "close: the main thread did not run during the call: GIL held")
-            self.assertEqual(bytes(buf), b"\x5a" * len(buf))
+        registry = subprocess.Popen([sys.executable, "-c", REGISTRY], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, env=os.environ)
+        stopped = []
+
+        def stop():
+            registry.send_signal(signal.SIGSTOP)
+            stopped.append(True)
+
+        def cont():
+            registry.send_signal(signal.SIGCONT)
+            stopped.clear()
+
+        try:
+            addr = registry.stdout.readline().strip()
+            self.assertTrue(addr, "the registry process printed no address")
+            buf = bytearray(1 << 20)
+            with tensorhub.Context(registry=addr, timeout_ms=60000) as ctx:
+                src = ctx.open("gil", "trainer")
+                src.register("w", bytearray(b"\x5a" * len(buf)))
+                src.publish(1)
+                dst = ctx.open("gil", "rollout")
+                dst.register("w", buf)
+                calls = [("replicate", dst.replicate, 1),
+                         ("update", dst.update, None),
+                         ("unpublish", dst.unpublish, None)]
+                for name, call, expected in calls:
+                    stop()
+                    seen, result = counter_seen_after(call, cont)
+                    self.assertEqual(result, expected, name)
+                    self.assertEqual(seen, 1, "%s: the main thread did not run during the call: GIL held" % name)
+                stop()
+                req = dst.ireplicate()  # returns at once: the registry answers the request later
+                seen, result = counter_seen_after(req.wait, cont)
+                self.assertEqual(result, 1)
+                self.assertEqual(seen, 1, "Request.wait: the main thread did not run during the call: GIL held")
+                self.assertEqual(bytes(buf), b"\x5a" * len(buf))
+                stop()
+                seen, _ = counter_seen_after(dst.close, cont)
+                self.assertEqual(seen, 1, "close: the main thread did not run during the call: GIL held")
+        finally:
+            if stopped:
+                cont()
+            registry.stdin.close()
+            registry.wait()
 
 
 if __name__ == "__main__":

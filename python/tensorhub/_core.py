@@ -246,7 +246,6 @@ class Model:
         self._handle = handle
         self.name, self.replica, self.shard, self.num_shards = model, replica, shard, num_shards
         self._tensors = {}  # name -> TensorMemory (keeps the objects alive while registered)
-        self._requests = weakref.WeakSet()
 
     def _h(self, function):
         if not self._handle:
@@ -263,16 +262,13 @@ class Model:
     @property
     def tensors(self):
         """The registered tensor objects, by name, in registration order."""
-        return {name: mem.keepalive if not isinstance(mem.keepalive, tuple) else mem.keepalive[0]
-                for name, mem in self._tensors.items()}
+        return {name: mem.obj for name, mem in self._tensors.items()}
 
     def register(self, name, tensor):
         """THUB_Register `tensor` in place (no copy): a numpy array, a torch tensor (CPU or CUDA),
         or any object with __array_interface__, __cuda_array_interface__, __dlpack__ or the buffer
         protocol; C-contiguous and writable. The model keeps a reference until it is closed."""
         h = self._h("THUB_Register")
-        if name in self._tensors:
-            raise TensorHubError(Status.ERR_ARG, "tensor %r is already registered" % name, "THUB_Register")
         mem = tensor_memory(name, tensor)
         self._check(lib.THUB_Register(h, name.encode(), mem.addr, mem.nbytes, mem.memtype), "THUB_Register")
         self._tensors[name] = mem
@@ -285,8 +281,8 @@ class Model:
 
     def _sync_cuda(self):
         # Publish promises that the tensors hold the version: wait for torch's queued kernels.
-        devices = {mem.keepalive.device for mem in self._tensors.values()
-                   if mem.memtype == MEM_CUDA and type(mem.keepalive).__module__.startswith("torch")}
+        devices = {mem.obj.device for mem in self._tensors.values()
+                   if mem.memtype == MEM_CUDA and type(mem.obj).__module__.startswith("torch")}
         if devices:
             import torch
             for device in devices:
@@ -324,9 +320,7 @@ class Model:
         h = self._h(function)
         req = ctypes.c_void_p()
         self._check(call(h, ctypes.byref(req)), function)
-        r = Request(self, req, kind)
-        self._requests.add(r)
-        return r
+        return Request(self, req, kind)
 
     def ireplicate(self, version=LATEST):
         """THUB_Ireplicate: a Request whose wait() returns the version held."""

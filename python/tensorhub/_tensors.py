@@ -21,13 +21,14 @@ MEM_CUDA = _MEM["MEM_CUDA"]
 class TensorMemory:
     """One tensor's memory: its start, size in bytes, THUB_MEM_* type, and what holds it."""
 
-    __slots__ = ("addr", "nbytes", "memtype", "keepalive")
+    __slots__ = ("addr", "nbytes", "memtype", "obj", "keepalive")
 
-    def __init__(self, addr, nbytes, memtype, keepalive):
+    def __init__(self, addr, nbytes, memtype, obj, keepalive=()):
         self.addr = addr
         self.nbytes = nbytes
         self.memtype = memtype
-        self.keepalive = keepalive  # references that keep the memory from being freed
+        self.obj = obj  # the object registered
+        self.keepalive = keepalive  # what else keeps the memory from being freed (a DLPack capsule, ...)
 
 
 def _is_torch_tensor(obj):
@@ -140,7 +141,7 @@ def _from_dlpack(name, obj):
     count = 1
     for extent in shape:
         count *= extent
-    return TensorMemory((t.data or 0) + t.byte_offset, count * itemsize, memtype, (obj, capsule))
+    return TensorMemory((t.data or 0) + t.byte_offset, count * itemsize, memtype, obj, capsule)
 
 
 def _from_buffer(name, obj):
@@ -160,7 +161,7 @@ def _from_buffer(name, obj):
         return TensorMemory(None, 0, MEM_HOST, obj)
     # from_buffer keeps an export of the buffer: a bytearray cannot be resized under us.
     anchor = (ctypes.c_char * view.nbytes).from_buffer(view)
-    return TensorMemory(ctypes.addressof(anchor), view.nbytes, MEM_HOST, (obj, view, anchor))
+    return TensorMemory(ctypes.addressof(anchor), view.nbytes, MEM_HOST, obj, (view, anchor))
 
 
 def tensor_memory(name, obj):

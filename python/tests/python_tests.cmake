@@ -6,7 +6,7 @@ set(_py_env PYTHONPATH=${CMAKE_BINARY_DIR}/python THUB_SOURCE_DIR=${PROJECT_SOUR
 set(_py_run ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/run.py)
 # (test name, file)
 foreach(pair Vocabulary:vocabulary Context:context Numpy:numpy Tensors:tensors AllocMem:alloc_mem
-             Requests:requests Gil:gil Torch:torch Multiprocess:multiprocess)
+             Requests:requests Gil:gil Torch:torch Multiprocess:multiprocess CInterop:c_interop)
   string(REPLACE ":" ";" pair ${pair})
   list(GET pair 0 name)
   list(GET pair 1 file)
@@ -14,6 +14,10 @@ foreach(pair Vocabulary:vocabulary Context:context Numpy:numpy Tensors:tensors A
   set_tests_properties(Python${name}Test PROPERTIES LABELS unit TIMEOUT 120
                        ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)
 endforeach()
+
+# The C rollout of examples/ (examples/CMakeLists.txt, read after this folder) against a Python trainer.
+set_property(TEST PythonCInteropTest APPEND PROPERTY ENVIRONMENT
+             "THUB_TRAINER_ROLLOUT=$<$<TARGET_EXISTS:trainer_rollout>:$<TARGET_FILE:trainer_rollout>>")
 
 # The paper's two loops with a torch module: co-located, and a standalone rollout process
 # started by the co-located trainer (as examples/trainer_rollout.c does).

@@ -15,7 +15,7 @@ foreach(pair Vocabulary:vocabulary Context:context Numpy:numpy Tensors:tensors A
                        ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE 77)
 endforeach()
 
-# The C rollout of examples/ (examples/CMakeLists.txt, read after this folder) against a Python trainer.
+# The C rollout of examples/ against a Python trainer (skipped where examples/ is not built).
 set_property(TEST PythonCInteropTest APPEND PROPERTY ENVIRONMENT
              "THUB_TRAINER_ROLLOUT=$<$<TARGET_EXISTS:trainer_rollout>:$<TARGET_FILE:trainer_rollout>>")
 

@@ -21,3 +21,9 @@ set(DOXYGEN_MACRO_EXPANSION YES)
 set(DOXYGEN_QUIET YES)
 doxygen_add_docs(docs ${_thub_public_headers} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/include
   COMMENT "API reference (Doxygen) in ${PROJECT_BINARY_DIR}/docs/api/html")
+if(THUB_BUILD_TESTS AND NOT THUB_SANITIZE)
+  # The reference builds, and every function of the C API has its page entry.
+  add_test(NAME ApiReferenceDoxygen
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/api_reference.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(ApiReferenceDoxygen PROPERTIES LABELS docs TIMEOUT 300)
+endif()

@@ -26,9 +26,9 @@ extern "C" {
 
 /** @name Library version */
 /**@{*/
-#define THUB_VERSION_MAJOR 0
-#define THUB_VERSION_MINOR 1
-#define THUB_VERSION_PATCH 0
+#define THUB_VERSION_MAJOR 0 /**< the API's major version this header declares (THUB_Get_version) */
+#define THUB_VERSION_MINOR 1 /**< the API's minor version: functions, keys and codes added */
+#define THUB_VERSION_PATCH 0 /**< the API's patch level */
 /**@}*/
 
 /** @name Status codes (fixed numbers; never renumbered) */

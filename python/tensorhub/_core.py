@@ -134,7 +134,23 @@ def _close_live_contexts():
             pass
 
 
-class Context:
+class _Closing:
+    """A context manager that closes the object at the end of the block, and when collected."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Context(_Closing):
     """THUB_Init / THUB_Finalize: one per process (or per GPU).
 
     Context(registry=None, **info): `registry` is the info key of that name ("host:port[,...]";
@@ -216,18 +232,6 @@ class Context:
             _check(lib.THUB_Finalize(ctypes.byref(self._handle)), "THUB_Finalize", self._handle)
             _live_contexts.discard(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return "<tensorhub.Context %s>" % ("closed" if self.closed else self.registry_address)
 
@@ -238,7 +242,7 @@ def _free_mem(mem):
         lib.THUB_Free_mem(ctx._handle, ctypes.addressof(mem))
 
 
-class Model:
+class Model(_Closing):
     """One shard of one replica of a model (Context.open). Used by one thread at a time."""
 
     def __init__(self, ctx, handle, model, replica, shard, num_shards):
@@ -356,18 +360,6 @@ class Model:
             self._check(lib.THUB_Close(ctypes.byref(self._handle)), "THUB_Close")
         self._handle = ctypes.c_void_p()  # (a finalized context has closed it already)
         self._tensors = {}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return "<tensorhub.Model %s/%s shard %d of %d%s>" % (

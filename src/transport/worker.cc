@@ -47,6 +47,8 @@ constexpr auto kBusySleep = std::chrono::microseconds(10000);
 // fall back to polling every millisecond: UCX 1.13 also says BUSY for ever, with nothing to
 // progress, while a get waits on a peer that stopped reading (SIGSTOP).
 constexpr auto kBusySpin = std::chrono::milliseconds(5);
+// How many times a context and worker are made while an interface vanishes between the two.
+constexpr int kWorkerCreateAttempts = 5;
 
 // True when this machine has an RDMA device UCX can use: then UCX's own transports carry
 // reads to other hosts, one-sided and zero-copy, and sockets are not used.
@@ -151,19 +153,28 @@ void Worker::Impl::init() {
   // shared memory too: its zero-copy cma lane serves rendezvous, not RMA, whatever features
   // are asked for), so the source must wake fast and keep progressing while it answers.
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-  st = ucp_init(&params, config, &ctx);
-  ucp_config_release(config);
-  if (st != UCS_OK) throw Error(Code::kTransport, "ucp_init: " + status_text(st));
-
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  st = ucp_worker_create(ctx, &wp, &worker);
-  if (st != UCS_OK) {
+  // The context lists the network interfaces when it is made, the worker opens them: one that
+  // goes away in between (a container's or a namespace's veth torn down) fails the worker
+  // with "No such device". The context is made again from a fresh list, a few times.
+  for (int attempt = 1;; ++attempt) {
+    st = ucp_init(&params, config, &ctx);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      throw Error(Code::kTransport, "ucp_init: " + status_text(st));
+    }
+    st = ucp_worker_create(ctx, &wp, &worker);
+    if (st == UCS_OK) break;
     ucp_cleanup(ctx);
     ctx = nullptr;
-    throw Error(Code::kTransport, "ucp_worker_create: " + status_text(st));
+    if (st != UCS_ERR_NO_DEVICE || attempt == kWorkerCreateAttempts) {
+      ucp_config_release(config);
+      throw Error(Code::kTransport, "ucp_worker_create: " + status_text(st));
+    }
   }
+  ucp_config_release(config);
   ucp_address_t* a = nullptr;
   size_t alen = 0;
   st = ucp_worker_get_address(worker, &a, &alen);

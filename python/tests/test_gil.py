@@ -8,6 +8,9 @@ call has returned. A call that released the GIL lets the main thread do all that
 worker reads 1. A call that held it would keep the main thread out until the call gave up (the
 library's own registry timeouts) and fail.
 
+The test waits until every thread of the registry shows the stopped state before each call:
+the signal is sent at once, but a thread may still run a moment after kill() returns.
+
 The switch interval is raised to 100 s so that a thread holding the GIL keeps it until it gives
 it up itself. A control calls a function through ctypes.PyDLL (GIL held; it returns at once):
 the main thread can only run once the worker has ended, and the worker reads 0.
@@ -52,6 +55,19 @@ def counter_seen_after(call, release=lambda: None):
     return state["seen"], state["result"]
 
 
+def all_threads_stopped(pid):
+    """True when every thread of process pid is in the stopped state ('T' in /proc)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:  # the thread ended
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
+
+
 class GilTest(unittest.TestCase):
     def test_control_a_call_that_holds_the_gil_is_seen(self):
         held = ctypes.PyDLL(tensorhub.library_path)  # the same library, GIL held during calls
@@ -70,6 +86,10 @@ class GilTest(unittest.TestCase):
         def stop():
             registry.send_signal(signal.SIGSTOP)
             stopped.append(True)
+            # kill() returns before every thread has stopped: wait until each one shows 'T'
+            # (a registry thread still running could answer the call the test makes next).
+            while not all_threads_stopped(registry.pid):
+                os.sched_yield()
 
         def cont():
             registry.send_signal(signal.SIGCONT)

@@ -127,7 +127,10 @@ class Driver {
   bool fault_pending_ = false;  // one fault at a time
   std::vector<Timer> timers_;
   int step_ = 0;
-  int64_t published_ = -1;
+  int64_t published_ = -1;  // the newest version the trainer said it published
+  // The newest version the trainer was asked to publish: a rollout may hold it before the
+  // trainer's answer is read (the step waits for that answer only so long), never a newer one.
+  int64_t asked_ = -1;
   std::vector<double> update_ms_;  // of successful updates, for the fault window
   bool faults_on_ = true;
   bool finishing_ = false;  // quitting: exits are expected, nothing restarts
@@ -187,6 +190,7 @@ void Driver::begin_op(Proc& p, const std::string& cmd, const std::string& op) {
   p.busy = true;
   p.op = op;
   p.op_step = step_;
+  if (p.role == Role::kTrainer && op == "step") asked_ = std::max<int64_t>(asked_, step_);
   p.op_start = Clock::now();
   p.stopped_total = {};
   if (p.stopped) p.stopped_at = p.op_start;
@@ -247,9 +251,9 @@ void Driver::on_done(Proc& p, const std::string& line) {
     r_.bytes_checked += o_.bytes;
     r_.corrupted_bytes += bad;
     if (bad > 0) incident("corrupt", p, std::to_string(bad) + " bytes differ from version " + std::to_string(held));
-    if (held > published_ && p.role == Role::kRollout) {
+    if (held > std::max(published_, asked_) && p.role == Role::kRollout) {
       r_.impossible_versions++;
-      incident("corrupt", p, "holds version " + std::to_string(held) + ", newer than any published");
+      incident("corrupt", p, "holds version " + std::to_string(held) + ", newer than any the trainer was asked to publish");
     }
   }
   bool success = st >= 0 && held >= 0;

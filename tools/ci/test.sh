@@ -7,9 +7,10 @@
 # Arguments go to the first ctest run (e.g. -L unit).
 # THUB_SANITIZER_RUN=0 skips both sanitizer runs, THUB_TSAN_RUN=0 the ThreadSanitizer one.
 #
-# The phases share the machine: the sanitizer builds compile while the first ctest runs (its
-# multi-process tests mostly wait on each other, and every test holds under busy cores: issue
-# 17), and the phases' times are printed at the end. The builds carry line tables (-g1), not
+# The phases share the machine: the AddressSanitizer build compiles while the first ctest
+# runs, the ThreadSanitizer build while the AddressSanitizer tests run (multi-process tests
+# mostly wait on each other, and every test holds under busy cores: issue 17); the phases'
+# times are printed at the end. The builds carry line tables (-g1), not
 # full debug information: sanitizer reports still name file and line, and a build compiles
 # about a third less; the tests compile in batches (THUB_UNITY_BUILD, tests/CMakeLists.txt),
 # the ThreadSanitizer build file by file.
@@ -51,31 +52,35 @@ phase "install packages, configure, build ($build)" bash tools/ci/setup.sh "$bui
 # Open MPI refuses root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-sanitizer_builds() {
+asan_build() {
   phase "| configure, build (address,undefined: $san)" \
     bash -c 'cmake -S . -B "$1" "${@:3}" -DTHUB_SANITIZE=address,undefined > /dev/null &&
-             cmake --build "$1" -j "$2"' _ "$san" "$jobs" "${flags[@]}" || return 1
-  if [[ $tsan_run == 1 ]]; then
-    phase "| configure, build (thread: $tsan)" env THUB_TSAN_BUILD_ONLY=1 bash tools/ci/tsan.sh "$tsan" || return 1
+             cmake --build "$1" -j "$2"' _ "$san" "$jobs" "${flags[@]}"
+}
+tsan_build() {
+  phase "| configure, build (thread: $tsan)" env THUB_TSAN_BUILD_ONLY=1 bash tools/ci/tsan.sh "$tsan"
+}
+background() {  # background NAME FUNCTION: runs it beside the next phase, output to a log
+  "$2" > "$build.$1.log" 2>&1 &
+  bg_pid=$!
+  bg_log=$build.$1.log
+}
+join_background() {  # waits for it; shows its log's end if it failed
+  local brc=0
+  wait "$bg_pid" || brc=$?
+  echo "== beside the phase above: $bg_log"
+  if [[ $brc != 0 ]]; then
+    tail -60 "$bg_log"
+    exit 1
   fi
 }
-builds_pid=
-if [[ $sanitizers == 1 ]]; then
-  sanitizer_builds > "$build.sanitizer-builds.log" 2>&1 &
-  builds_pid=$!
-fi
+[[ $sanitizers == 1 ]] && background asan-build asan_build
 rc=0
 phase "ctest ($build)" bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$build" "$@" || rc=$?
 if [[ $sanitizers == 0 ]]; then
   exit $rc
 fi
-brc=0
-wait "$builds_pid" || brc=$?
-echo "== the sanitizer builds (beside the ctest run): $build.sanitizer-builds.log"
-if [[ $brc != 0 ]]; then
-  tail -60 "$build.sanitizer-builds.log"
-  exit 1
-fi
+join_background
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer -----------------------------------------
 # Every process of the tests (the peers and registry daemons the multi-process tests start
@@ -95,8 +100,10 @@ asan_tests() {  # asan_tests FAST_UNWIND CTEST_ARGS...
   THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-1000} \
     bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$san" "$@"
 }
+[[ $tsan_run == 1 ]] && background tsan-build tsan_build
 phase "ctest sched, sim (address,undefined: $san)" asan_tests 1 -L "sched|sim" || rc=1
 phase "ctest unit, multiproc (address,undefined: $san)" asan_tests 0 -L "unit|multiproc" -LE "sched|sim" -E "^Installed" || rc=1
+[[ $tsan_run == 1 ]] && join_background
 if compgen -G "$logs/*" > /dev/null; then
   echo "== sanitizer reports:"
   for f in "$logs"/*; do echo "--- $f"; head -60 "$f"; done

@@ -24,5 +24,7 @@ if ((${#missing[@]})); then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# THUB_SETUP_PACKAGES_ONLY=1: install, then stop (tools/ci/test.sh builds two trees at once).
+[[ ${THUB_SETUP_PACKAGES_ONLY:-0} == 1 ]] && exit 0
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 cmake --build "$build" -j "$(nproc)"

@@ -7,8 +7,8 @@
 # Arguments go to the first ctest run (e.g. -L unit).
 # THUB_SANITIZER_RUN=0 skips both sanitizer runs, THUB_TSAN_RUN=0 the ThreadSanitizer one.
 #
-# The phases share the machine: the AddressSanitizer build compiles while the first ctest
-# runs, the ThreadSanitizer build while the AddressSanitizer tests run (multi-process tests
+# The phases share the machine: the AddressSanitizer build compiles while the normal tree
+# builds and its ctest runs, the ThreadSanitizer build while the AddressSanitizer tests run (multi-process tests
 # mostly wait on each other, and every test holds under busy cores: issue 17); the phases'
 # times are printed at the end. The builds carry line tables (-g1), not
 # full debug information: sanitizer reports still name file and line, and a build compiles
@@ -48,7 +48,7 @@ trap report EXIT
 
 # ---- the normal build and every test ---------------------------------------------------------
 rm -rf "$build" "$san" "$tsan"
-phase "install packages, configure, build ($build)" bash tools/ci/setup.sh "$build" "${flags[@]}"
+phase "install packages" env THUB_SETUP_PACKAGES_ONLY=1 bash tools/ci/setup.sh
 # Open MPI refuses root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -74,7 +74,9 @@ join_background() {  # waits for it; shows its log's end if it failed
     exit 1
   fi
 }
+# The AddressSanitizer tree compiles beside the normal one, and then beside its ctest.
 [[ $sanitizers == 1 ]] && background asan-build asan_build
+phase "configure, build ($build)" bash tools/ci/setup.sh "$build" "${flags[@]}"
 rc=0
 phase "ctest ($build)" bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$build" "$@" || rc=$?
 if [[ $sanitizers == 0 ]]; then

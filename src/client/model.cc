@@ -513,6 +513,7 @@ void Model::on_registry(const MachineEvent& ev) { core_->feed(ev); }
 int64_t Model::stat(StatKey key) const {
   const Core& c = *core_;
   auto u = [](uint64_t x) { return static_cast<int64_t>(x); };
+  auto path = [&](transport::ReadPath p) { return u(c.path_bytes[static_cast<size_t>(p)]); };
   switch (key) {  // every key of the table (tests/capi/stat_keys_test.cc asks them all)
     case stat_key("held_version"): return c.held;
     case stat_key("bytes_held"): return u(c.live.bytes_shown());
@@ -529,11 +530,10 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("copy_mode"): return u(c.copy_mode);
     case stat_key("pack_us"): return u(c.pack_us);
     case stat_key("unpack_us"): return u(c.unpack_us);
-    case stat_key("bytes_ucx_get"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kUcxGet)]);
-    case stat_key("bytes_socket"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kSocket)]);
-    case stat_key("bytes_process_vm_readv"):
-      return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kProcess)]);
-    case stat_key("bytes_ucx_mapped"): return u(c.path_bytes[static_cast<size_t>(transport::ReadPath::kUcxMapped)]);
+    case stat_key("bytes_ucx_get"): return path(transport::ReadPath::kUcxGet);
+    case stat_key("bytes_socket"): return path(transport::ReadPath::kSocket);
+    case stat_key("bytes_process_vm_readv"): return path(transport::ReadPath::kProcess);
+    case stat_key("bytes_ucx_mapped"): return path(transport::ReadPath::kUcxMapped);
   }
   throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
                                    " of the table has no reading");

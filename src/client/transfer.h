@@ -20,10 +20,6 @@
 #include "src/common/status.h"
 #include "src/transport/worker.h"
 
-namespace thub::transport {
-class Worker;
-}
-
 namespace thub::client {
 
 // Reads given up into one holding's buffers that may still land. A source on this host that

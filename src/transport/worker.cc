@@ -697,16 +697,6 @@ bool Worker::detects_local_peer_failure() const { return impl_->local_failure_de
 
 bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc && !peer->ep; }
 
-const char* read_path_name(ReadPath p) {
-  switch (p) {
-    case ReadPath::kUcxGet: return "ucx_get";
-    case ReadPath::kSocket: return "socket";
-    case ReadPath::kProcess: return "process_vm_readv";
-    case ReadPath::kUcxMapped: return "ucx_mapped";
-  }
-  return "unknown";
-}
-
 ReadPath Worker::read_path(const Peer& peer, const RemoteKey& key) {
   // The same tests, in the same order, as get() makes.
   if (peer.proc && !key.over_ucx()) return ReadPath::kProcess;

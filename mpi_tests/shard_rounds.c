@@ -10,8 +10,11 @@
  *     word index), THUB_Publish(v), an MPI_Allreduce among the trainer shards (the barrier of a
  *     collective optimizer step; it also agrees on whether to stop), THUB_Unpublish, rewrite.
  *     No hold between versions. It stops once rollout shard 0 has said the rollout finished.
- *   trainer, --unsync: the same without the collective: each shard publishes, waits a random
- *     0-3 ms (the workload, not a synchronisation), unpublishes and rewrites on its own.
+ *   trainer, --unsync: no collective between publish and unpublish: each shard publishes,
+ *     holds v for its own random 0-3 ms (the workload, not a synchronisation), unpublishes and
+ *     rewrites on its own. Only the version numbers are kept together (a nonblocking reduction
+ *     started after publish v and completed before publish v+1), else no version would ever be
+ *     complete on every shard.
  *   rollout, SPMD: for round = 0..R-1 every shard makes the same call: THUB_Replicate of
  *     THUB_LATEST while the replica holds nothing (round 0, and after a round that left the
  *     shards apart), else THUB_Update of THUB_LATEST; then checks EVERY word of its buffers
@@ -33,9 +36,12 @@
  * Rollout shard 0 prints one summary line:
  *   shard_rounds: shards=S mode=lockstep rounds=R errors=E not_updated=N not_found=F
  *     disagreeing_rounds=D corrupted_words=C versions_seen=K ...
- * and every rank exits 1 when E, D or C is not 0, a trainer call failed, or no round got a
- * version at all. Every failing shard-round prints rank, round, call, code, error string and
- * the library's detail.
+ * and every rank exits 1 when E, D or C is not 0, a trainer call failed, or the rollout never
+ * moved (versions_seen < 2: a liveness check, so that a rollout that gets nothing cannot pass),
+ * or, with --notify, never moved after the trigger (versions_second_half < 1: after the first
+ * registry was killed, only the backup can have served it).
+ * Every failing shard-round prints rank, round, call, code, error string and the library's
+ * detail.
  *
  * Every wait is bounded: the blocking THUB calls by the `timeout_ms` info key (--call-timeout-ms),
  * and each step of each rank (a round, a trainer version, a barrier, the final collectives) by
@@ -272,8 +278,8 @@ static int notify_driver(int round) {
 /* ---- the trainer ---- */
 static int64_t run_trainer(THUB_Context ctx, THUB_Model m, MPI_Comm group, int *errors) {
   int64_t v = 0;
-  int done_flag = 0, got_done = 0;
-  MPI_Request done_req;
+  int done_flag = 0, got_done = 0, pace_in = 0, pace_out = 0;
+  MPI_Request done_req, pace = MPI_REQUEST_NULL;
   unsigned rng = 12345u + (unsigned)rank * 7919u;
   MPI_Irecv(&done_flag, 1, MPI_INT, nshards, TAG_DONE, MPI_COMM_WORLD, &done_req);
   fill(v);
@@ -290,12 +296,18 @@ static int64_t run_trainer(THUB_Context ctx, THUB_Model m, MPI_Comm group, int *
     if (v == 0) MPI_Barrier(MPI_COMM_WORLD); /* the rollout starts once version 0 is out */
     if (!got_done) MPI_Test(&done_req, &got_done, MPI_STATUS_IGNORE);
     if (opt_unsync) {
+      /* Each shard holds v for its own random 0-3 ms (the workload, not a synchronisation) and
+       * unpublishes on its own. Only the version numbers are kept together: a nonblocking
+       * reduction started now and completed before the next publish (every shard has
+       * published v before any publishes v+1; it also agrees on stopping). Without it the
+       * shards' counters drift apart and no version is ever complete on every shard. */
       struct timespec ts;
+      pace_in = got_done;
+      MPI_Iallreduce(&pace_in, &pace_out, 1, MPI_INT, MPI_MAX, group, &pace);
       rng = rng * 1103515245u + 12345u;
       ts.tv_sec = 0;
-      ts.tv_nsec = (long)((rng >> 8) % 3001u) * 1000L; /* 0-3 ms: how long this shard holds v */
+      ts.tv_nsec = (long)((rng >> 8) % 3001u) * 1000L;
       nanosleep(&ts, NULL);
-      stop = got_done;
     } else {
       MPI_Allreduce(&got_done, &stop, 1, MPI_INT, MPI_MAX, group); /* the optimizer step's collective */
     }
@@ -304,6 +316,10 @@ static int64_t run_trainer(THUB_Context ctx, THUB_Model m, MPI_Comm group, int *
       snprintf(where, sizeof where, "version %" PRId64 ": THUB_Unpublish", v);
       report_call(ctx, where, st);
       ++*errors;
+    }
+    if (opt_unsync) {
+      MPI_Wait(&pace, MPI_STATUS_IGNORE);
+      stop = pace_out;
     }
     if (stop) break;
     fill(++v);
@@ -319,7 +335,7 @@ typedef struct {
 } outcome;
 
 typedef struct {
-  int64_t errors, not_updated, not_found, disagreeing, corrupted, versions_seen, ok_rounds, resets;
+  int64_t errors, not_updated, not_found, disagreeing, corrupted, versions_seen, versions_late, ok_rounds, resets;
 } tally;
 
 static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *tl) {
@@ -396,7 +412,10 @@ static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *t
     if (same && all[0].st == THUB_NOT_UPDATED) tl->not_updated++;
     if (same && all_ok && all[0].held >= 0) {
       tl->ok_rounds++;
-      if (all[0].held != last_seen) tl->versions_seen++;
+      if (all[0].held != last_seen) {
+        tl->versions_seen++;
+        if (round >= opt_rounds / 2) tl->versions_late++; /* after the driver's trigger, if any */
+      }
       last_seen = all[0].held;
       empty = 0;
     } else {
@@ -512,13 +531,13 @@ int main(int argc, char **argv) {
   MPI_Reduce(&trainer_versions, &trainer_versions_max, 1, MPI_INT64_T, MPI_MAX, nshards, MPI_COMM_WORLD);
   if (rank == nshards) {
     int fail = trainer_errors_all != 0 || setup_errors != 0 || tl.errors != 0 || tl.disagreeing != 0 || tl.corrupted != 0 ||
-               tl.ok_rounds == 0;
+               tl.versions_seen < 2 || (opt_notify && tl.versions_late < 1);
     printf("shard_rounds: shards=%d mode=%s rounds=%d errors=%" PRId64 " not_updated=%" PRId64
            " not_found=%" PRId64 " disagreeing_rounds=%" PRId64 " corrupted_words=%" PRId64
-           " versions_seen=%" PRId64 " ok_rounds=%" PRId64 " resets=%" PRId64 " trainer_versions=%" PRId64
+            " versions_seen=%" PRId64 " versions_second_half=%" PRId64 " ok_rounds=%" PRId64 " resets=%" PRId64 " trainer_versions=%" PRId64
            " trainer_errors=%" PRId64 " setup_errors=%" PRId64 " seconds=%.1f result=%s\n",
            nshards, opt_unsync ? "unsync" : "lockstep", setup_errors ? 0 : opt_rounds, tl.errors, tl.not_updated,
-           tl.not_found, tl.disagreeing, tl.corrupted, tl.versions_seen, tl.ok_rounds, tl.resets, trainer_versions_max,
+           tl.not_found, tl.disagreeing, tl.corrupted, tl.versions_seen, tl.versions_late, tl.ok_rounds, tl.resets, trainer_versions_max,
            trainer_errors_all, (int64_t)setup_errors, MPI_Wtime() - t0, fail ? "FAIL" : "ok");
     fflush(stdout);
     verdict = fail;

@@ -336,6 +336,7 @@ typedef struct {
 
 typedef struct {
   int64_t errors, not_updated, not_found, disagreeing, corrupted, versions_seen, versions_late, ok_rounds, resets;
+  int64_t own_errors; /* this shard's alone (an unpublish, the trigger, the close): summed at the end */
 } tally;
 
 static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *tl) {
@@ -352,7 +353,7 @@ static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *t
     char where[128];
     if (round == opt_rounds / 2 && opt_notify && shard == 0) {
       step("round %d: waiting for the driver's answer on %s", round, opt_ack);
-      if (!notify_driver(round)) tl->errors++;
+      if (!notify_driver(round)) tl->own_errors++;
     }
     step("round %d: %s", round, call);
     if (empty) {
@@ -388,6 +389,7 @@ static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *t
     }
     if (!same) {
       tl->disagreeing++;
+      if (empty && st == THUB_ERR_NOT_FOUND) report_call(ctx, where, st); /* not round-wide after all */
       if (shard == 0 && report_ok()) {
         char line[1024];
         int off = snprintf(line, sizeof line, "shard_rounds: round %d: %s: the shards disagree:", round, call);
@@ -427,7 +429,7 @@ static void run_rollout(THUB_Context ctx, THUB_Model m, MPI_Comm group, tally *t
         if (st != THUB_SUCCESS) {
           snprintf(where, sizeof where, "round %d: THUB_Unpublish after a failed round", round);
           report_call(ctx, where, st);
-          tl->errors++; /* this shard's own; not seen by the others */
+          tl->own_errors++;
         }
       }
       if (!empty || any_error || !same) tl->resets++;
@@ -445,7 +447,7 @@ int main(int argc, char **argv) {
   THUB_Info info = THUB_INFO_NULL;
   MPI_Comm group = MPI_COMM_NULL;
   tally tl;
-  int64_t trainer_versions = 0, trainer_versions_max = 0, trainer_errors_all = 0, mine;
+  int64_t trainer_versions = 0, trainer_versions_max = 0, trainer_errors_all = 0, own_errors_all = 0, mine;
   int trainer_errors = 0, setup_errors = 0, t, st, verdict = 0;
   double t0;
   struct sigaction sa;
@@ -521,13 +523,15 @@ int main(int argc, char **argv) {
   if (m != THUB_MODEL_NULL && (st = THUB_Close(&m)) != THUB_SUCCESS) {
     report_call(ctx, "THUB_Close", st);
     if (is_trainer) trainer_errors++;
-    else tl.errors++;
+    else tl.own_errors++;
   }
   if (ctx != THUB_CONTEXT_NULL) THUB_Finalize(&ctx);
 
   step("end: MPI_Reduce of the trainer's figures");
   mine = trainer_errors;
   MPI_Reduce(&mine, &trainer_errors_all, 1, MPI_INT64_T, MPI_SUM, nshards, MPI_COMM_WORLD);
+  MPI_Reduce(&tl.own_errors, &own_errors_all, 1, MPI_INT64_T, MPI_SUM, nshards, MPI_COMM_WORLD);
+  tl.errors += own_errors_all; /* on rollout shard 0, which reports */
   MPI_Reduce(&trainer_versions, &trainer_versions_max, 1, MPI_INT64_T, MPI_MAX, nshards, MPI_COMM_WORLD);
   if (rank == nshards) {
     int fail = trainer_errors_all != 0 || setup_errors != 0 || tl.errors != 0 || tl.disagreeing != 0 || tl.corrupted != 0 ||

@@ -73,6 +73,9 @@ struct Member {
   // The splice (membership.cc): the source whose reader slot is held for this reader's
   // regrant, because the member between them in a chain went away. 0 when none.
   MemberId held_slot = 0;
+  // The committing round (Transaction::commit) its current transfer, regrant or update in
+  // place belongs to: its TransferDone waits for the round's commit. 0: none.
+  uint64_t round = 0;
 };
 
 struct Lease {
@@ -85,6 +88,13 @@ struct Lease {
   Time granted_at = 0;        // introspection only
 };
 
+// A TransferDone whose answer waits for its round's commit.
+struct HeldDone {
+  ClientId client = 0;
+  RequestId req = 0;
+  MemberId member = 0;
+};
+
 // A replica-level Replicate (paper, Figure 6): the first shard fixes version and source
 // replica; the others join. `reserved` holds the source slot of each shard not yet joined.
 struct Transaction {
@@ -95,6 +105,23 @@ struct Transaction {
   std::string source_replica;
   std::set<int> joined;                 // shards that got their answer (or left)
   std::map<int, MemberId> reserved;     // shard -> source member slot kept for it
+  // The reserved slots whose source's buffers hold `version`: that source's drain waits for
+  // them until hold_until (Config::round_hold after the round opened; retention.cc).
+  std::set<int> holding;
+  Time hold_until = 0;
+  // A round of a replica of several shards (Replicate::round > 0) has one outcome on every
+  // shard (transaction.cc, "Commit"): a shard's TransferDone is answered once every shard
+  // joined (or hold_until passed) and none is still in the round's transfer; a loss in any
+  // shard moves the whole round to the newest version (a relative spec) or fails it on all.
+  bool commit = false;
+  bool committed = false;               // the held answers went out (hold_until passed)
+  Version spec = -1, newer_than = -1;   // the opening request's: what a move resolves again
+  int moves = 0;
+  std::set<int> active;                 // shards in the round's transfer: granted, regranting,
+                                        // or draining their old holding for an update in place
+  std::map<int, HeldDone> done;         // shards whose TransferDone waits for the commit
+  std::set<int> returning;              // told the round moved: they ask it again (no commit
+                                        // without them, whatever hold_until says)
 };
 
 struct Replica {
@@ -231,6 +258,10 @@ class Core {
   void index(const Member& m);
   void reserve(Transaction& t, int shard, MemberId source);
   void unreserve(Transaction& t, int shard);
+  // The round holds off m's drain: a reserved slot on m's intact buffers within its hold.
+  bool drain_held(const Member& m) const;
+  bool expire_holds();        // true if a hold ended (its source's drain is checked again)
+  bool recheck_drains();      // true if one was checked
   bool serves_live(const Member& m, Version v) const;        // may be chosen as a source
   bool serves_offload(const Member& m, Version v) const;
   bool holds(const Member& m, Version v) const { return serves_live(m, v) || serves_offload(m, v); }
@@ -288,7 +319,22 @@ class Core {
   bool enter_round(const Member& m, uint64_t round);
   Transaction* transaction(Replica& r, uint64_t round);
   void start_transaction(Replica& r, Transaction t);
-  void finish_shard(Replica& r, uint64_t round, int shard);
+  void finish_shard(Replica& r, uint64_t round, int shard, bool keep_slot = false);
+  // Commit: answers the held TransferDones once every shard joined (or the hold passed) and
+  // none is in the round's transfer; forgets the round once nothing more is owed.
+  void settle(Replica& r, uint64_t round);
+  Transaction* round_of(const Member& m);   // m's committing round, if any
+  // A shard of a committing round cannot get the round's version: the round moves to the
+  // newest version (a relative spec, VERSION_LOST) or fails on every shard. `p`: m's request
+  // that is answered here (nullptr: m's TransferDone or SourceFailed, answered by the caller
+  // with `answer`).
+  void lose_round(Member& m, const Pending* p, Status s, const std::string& detail, Reply* answer = nullptr);
+  // m stops taking part in its committing round (its transfer abandoned or canceled, or m
+  // is forgotten): the others commit without it.
+  void leave_active(Member& m);
+  // The answer to a shard whose transfer was for a version its round no longer has: the
+  // round moved (VERSION_LOST with the new version: ask the round again) or failed.
+  void answer_stale(Member& m, const Transaction& t, Reply& r);
   // A failure report is judged (failure_reports distinct reader clients, or the source's
   // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
   void report_failure(const Lease& l, ClientId reporter);
@@ -328,6 +374,7 @@ class Core {
   bool needs_offload(const Member& m) const;
   void begin_drain(Member& m);
   void check_drain(Member& m);
+  void drop_reservations_on(const Member& m);  // its buffers were freed: slots kept there go
   void sweep_retention(const std::string& model);
 
   // ---- helpers (registry.cc)
@@ -347,6 +394,18 @@ class Core {
   std::map<LeaseId, Lease> leases_;
   std::map<MemberId, std::set<LeaseId>> leases_by_source_;
   std::map<MemberId, int> reserved_;               // reserved transaction slots per source
+  // Per source: the hold_until of every reserved slot that holds off its drain (a multiset:
+  // one per slot); and by time, to re-check a drain when its hold ends (expire_holds()).
+  std::map<MemberId, std::multiset<Time>> drain_holds_;
+  std::set<std::pair<Time, MemberId>> hold_ends_;
+  // Sources whose drain may end now that a hold was released: checked at the end of the
+  // step's event, not where the slot is released (a join takes the slot's source just after).
+  std::set<MemberId> drain_recheck_;
+  // Committing rounds by hold_until: one that has not heard every shard by then commits
+  // what it has (expire_holds()).
+  std::set<std::tuple<Time, MemberId, uint64_t>> round_ends_;  // (hold_until, a member of the replica, round)
+  // TransferDones whose answers wait for their round's commit: a retry of one is ignored.
+  std::set<std::pair<ClientId, RequestId>> held_reqs_;
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)

@@ -120,6 +120,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
           t.reserved[s] = 0;
           break;
         }
+  leave_active(m);
   leave_transaction(m);
   suspects_.erase(suspects_.lower_bound({id, false, INT64_MIN}),
                   suspects_.upper_bound({id, true, INT64_MAX}));
@@ -128,7 +129,15 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   Replica& r = md.replicas.at(m.replica);
   r.shards.erase(m.shard);
   r.refused.erase(m.shard);
-  if (r.shards.empty()) md.replicas.erase(m.replica);
+  if (r.shards.empty()) {
+    // Its open rounds go with it: the slots they kept on sources (and the drains those
+    // held) are freed, and nobody is owed a held answer any more.
+    for (auto& [round, t] : r.txns) {
+      for (auto rs = t.reserved.begin(); rs != t.reserved.end();) unreserve(t, (rs++)->first);
+      for (const auto& [sh, hd] : t.done) held_reqs_.erase({hd.client, hd.req});
+    }
+    md.replicas.erase(m.replica);
+  }
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
   members_.erase(it);
@@ -276,9 +285,24 @@ void Core::on(const Unpublish& e) {
   // (draining or emptied while its own transfer went on) ends its own read here, else its
   // source would never drain.
   if (m->buf != Buf::kReceiving) cancel_own_lease(*m);
-  if (m->buf == Buf::kEmpty || m->unpublish_pending)
+  // A shard that gives up its round's transfer (a local failure, a grant that crossed its
+  // cancel or deadline, or buffers a reader reported failed) fails the round on every shard:
+  // none commits without it. One that unpublishes while its update in place still waits for
+  // its drain leaves the round (the others go on).
+  Transaction* rt = round_of(*m);
+  bool updating = false;
+  if (PendingIt pit = first_pending(m->id); pit != pending_.end()) updating = pit->second.in_place;
+  const bool gave_up = rt && rt->status == Status::kOk && rt->active.count(m->shard) && !updating;
+  const std::string why = "a shard of this replica gave up its transfer of the round's version";
+  if (m->buf == Buf::kEmpty || m->unpublish_pending) {
+    if (gave_up)
+      lose_round(*m, nullptr, Status::kTransport, why);
+    else if (m->buf == Buf::kEmpty)
+      leave_active(*m);
     return reply_err(e.client, e.req, Status::kState,
                      m->buf == Buf::kEmpty ? "nothing published" : "already unpublishing");
+  }
+  if (!gave_up) leave_active(*m);
   if (m->buf == Buf::kReceiving) {
     cancel_own_lease(*m);  // its transfer is abandoned; readers chained on it must drain
     leave_transaction(*m);
@@ -293,6 +317,7 @@ void Core::on(const Unpublish& e) {
       }
   m->unpublish_pending = true;
   m->unpublish_req = e.req;
+  if (gave_up) lose_round(*m, nullptr, Status::kTransport, why);
   if (m->buf == Buf::kOffloading) return;  // the update's offload goes on; acked after the drain
   m->intact = m->intact || m->buf == Buf::kHolding;
   chains_changed();

@@ -63,6 +63,13 @@ void Core::reserve(Transaction& t, int shard, MemberId source) {
   if (source) {
     ++reserved_[source];
     add_load(source, 1);
+    // A slot on buffers that hold the round's version holds off their drain (round_hold).
+    const Member& s = members_.at(source);
+    if (t.hold_until > now_ && s.version == t.version && (s.buf == Buf::kHolding || s.buf == Buf::kReceiving)) {
+      t.holding.insert(shard);
+      drain_holds_[source].insert(t.hold_until);
+      hold_ends_.insert({t.hold_until, source});
+    }
   }
 }
 
@@ -72,8 +79,47 @@ void Core::unreserve(Transaction& t, int shard) {
   if (it->second) {
     add_load(it->second, -1);
     if (--reserved_[it->second] == 0) reserved_.erase(it->second);
+    if (t.holding.erase(shard)) {
+      auto h = drain_holds_.find(it->second);
+      h->second.erase(h->second.find(t.hold_until));
+      if (h->second.empty()) drain_holds_.erase(h);
+      drain_recheck_.insert(it->second);
+    }
   }
   t.reserved.erase(it);
+}
+
+bool Core::drain_held(const Member& m) const {
+  if (!m.intact || (m.buf != Buf::kDraining && m.buf != Buf::kOffloading)) return false;
+  auto it = drain_holds_.find(m.id);
+  return it != drain_holds_.end() && *it->second.rbegin() > now_;
+}
+
+bool Core::expire_holds() {
+  bool any = false;
+  while (!round_ends_.empty() && std::get<0>(*round_ends_.begin()) <= now_) {
+    const auto [until, id, round] = *round_ends_.begin();
+    round_ends_.erase(round_ends_.begin());
+    if (auto it = members_.find(id); it != members_.end()) {
+      settle(*it->second.rep, round);  // commits what it has, if nothing is under way
+      any = true;
+    }
+  }
+  while (!hold_ends_.empty() && hold_ends_.begin()->first <= now_) {
+    drain_recheck_.insert(hold_ends_.begin()->second);
+    hold_ends_.erase(hold_ends_.begin());
+    any = true;
+  }
+  return any;
+}
+
+bool Core::recheck_drains() {
+  if (drain_recheck_.empty()) return false;
+  std::set<MemberId> ids;
+  ids.swap(drain_recheck_);
+  for (MemberId id : ids)
+    if (auto it = members_.find(id); it != members_.end()) check_drain(it->second);
+  return true;
 }
 
 bool Core::lasting(const Member& m, Version v) const {

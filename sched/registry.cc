@@ -56,6 +56,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   quiet_ = false;
   bool expired = expire();
   expired = judge_silent() || expired;  // a confirmed failure may let a deferred request on
+  expired = expire_holds() || expired;  // a round's hold on a drain ended
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -76,7 +77,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
             out_.emplace_back(it->second);
             return;
           }
-          if (has_pending(e.client, e.req)) return;
+          if (has_pending(e.client, e.req) || held_reqs_.count({e.client, e.req})) return;
           for (MemberId id : c.members) {
             const Member& m = members_.at(id);
             if (m.unpublish_pending && m.unpublish_req == e.req) return;
@@ -91,7 +92,10 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   // While a failure report stands, time alone changes answers: a reporter waiting for the
   // judgment of its only holder is answered once that holder has been heard past
   // failure_silence (SourceFailureTest), so quiet steps retry then too.
+  // A slot released by the event (a round's shard joined or left) may end its source's drain.
+  expired = recheck_drains() || expired;
   if (expired || !quiet_ || !suspects_.empty()) wake();
+  while (recheck_drains()) wake();  // ... and one released by a deferred request's answer
   return std::move(out_);
 }
 
@@ -214,6 +218,27 @@ std::string Core::check_invariants() const {
         err << "member " << rid << " holds a slot of " << src << " but reads no gone source\n";
     }
   }
+  // A round's hold on a drain: one per reserved slot whose source's buffers held its version.
+  std::map<MemberId, std::multiset<Time>> holds;
+  for (const auto& [name, md] : models_)
+    for (const auto& [rname, r] : md.replicas)
+      for (const auto& [round, t] : r.txns)
+        for (int s : t.holding) {
+          auto it = t.reserved.find(s);
+          if (it == t.reserved.end() || !it->second)
+            err << "replica " << rname << " round " << round << ": shard " << s << " holds a drain without a slot\n";
+          else
+            holds[it->second].insert(t.hold_until);
+        }
+  if (holds != drain_holds_) {
+    err << "the rounds' holds on drains differ from drain_holds_:";
+    for (const auto& [id, ts] : holds) err << " counted " << id << "x" << ts.size();
+    for (const auto& [id, ts] : drain_holds_) err << " recorded " << id << "x" << ts.size();
+    err << "\n";
+  }
+  for (const auto& [id, m] : members_)
+    if (m.buf == Buf::kDraining && !m.leaving && live_leases(id) == 0 && !drain_held(m) && !drain_recheck_.count(id))
+      err << "member " << id << " drains with no reader and no hold\n";
   for (const auto& [id, m] : members_)
     if (m.held_slot && !(held_slots_.count(m.held_slot) && held_slots_.at(m.held_slot).count(id)))
       err << "member " << id << "'s held slot on " << m.held_slot << " is not recorded\n";

@@ -29,7 +29,8 @@ bool Core::needs_offload(const Member& m) const {
       const Member& h = members_.at(id);
       if (h.spot || h.shard != m.shard || h.num_shards != m.num_shards)
         continue;  // spot replicas never count towards retention; other shards hold other data
-      if ((h.buf == Buf::kHolding && h.version == m.version) || serves_offload(h, m.version))
+      // (a holding whose round has not committed may still be given up: it is no copy yet)
+      if ((h.buf == Buf::kHolding && h.version == m.version && h.round == 0) || serves_offload(h, m.version))
         return false;
     }
   return true;
@@ -45,7 +46,7 @@ void Core::begin_drain(Member& m) {
 
 void Core::check_drain(Member& m) {
   if (m.leaving) return;  // forgotten in this step: nothing to offload, ack or discard
-  if (m.buf == Buf::kDraining && live_leases(m.id) == 0 && m.intact && needs_offload(m)) {
+  if (m.buf == Buf::kDraining && live_leases(m.id) == 0 && !drain_held(m) && m.intact && needs_offload(m)) {
     // Retention is decided again when the buffers are about to be freed: since the Unpublish
     // the other holder may have crashed, or a member with a larger `retain` may have opened.
     unindex(m);
@@ -53,7 +54,7 @@ void Core::check_drain(Member& m) {
     chains_changed();
     index(m);
     out_.emplace_back(Offload{m.client, m.id, m.version});
-  } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0) {
+  } else if (m.buf == Buf::kDraining && live_leases(m.id) == 0 && !drain_held(m)) {
     clear_reports(m.id, false, m.version);  // the next fill starts unreported
     unindex(m);
     m.buf = Buf::kEmpty;
@@ -62,6 +63,10 @@ void Core::check_drain(Member& m) {
     m.intact = false;
     m.offload_failed = false;
     index(m);
+    // A round's slot kept here for a shard that did not ask within round_hold reads nothing
+    // now: freed, so that it holds no reader slot of the next fill (the shard, if it asks,
+    // finds its source gone, as after a source failure).
+    if (reserved_.count(m.id)) drop_reservations_on(m);
     if (m.unpublish_pending) {
       m.unpublish_pending = false;
       reply(make_reply(m.client, m.unpublish_req));
@@ -82,6 +87,17 @@ void Core::check_drain(Member& m) {
       ++it;
     }
   }
+}
+
+void Core::drop_reservations_on(const Member& m) {
+  Model* md = model_of(m);
+  if (!md) return;
+  for (auto& [name, r] : md->replicas)
+    for (auto& [round, t] : r.txns)
+      for (auto it = t.reserved.begin(); it != t.reserved.end();) {
+        const int shard = (it++)->first;  // unreserve erases it
+        if (t.reserved.at(shard) == m.id) unreserve(t, shard);
+      }
 }
 
 void Core::sweep_retention(const std::string& model) {

@@ -72,6 +72,7 @@ void Core::on(const Cancel& e) {
       (e.round == 0 || it->second.round == e.round)) {
     const Pending p = it->second;
     undefer(it);
+    leave_active(*m);  // a regrant of its round's join: the others commit without it
     if (p.round == 0)
       leave_transaction(*m);
     else
@@ -268,11 +269,23 @@ bool Core::try_replicate(const Pending& p) {
       return true;
     }
     MemberId src = t.reserved.count(m.shard) ? t.reserved[m.shard] : 0;
+    const bool held = t.holding.count(m.shard) > 0;
+    // In the round's transfer from here (a loss below takes it out again): the round cannot
+    // commit or be forgotten while this shard reads.
+    const bool commit = t.commit && !t.committed;
+    if (commit) t.active.insert(m.shard);
     finish_shard(r, p.round, m.shard);  // frees the reserved slot, so that pick_in may take it
     std::optional<SourcePick> pick;
-    if (src && members_.count(src)) pick = pick_in(members_.at(src), v, m.id);
+    if (src && members_.count(src)) {
+      const Member& s = members_.at(src);
+      pick = pick_in(s, v, m.id);
+      // Its buffers were kept for this shard (round_hold): read them although they drain.
+      if (!pick && held && s.intact && s.version == v && (s.buf == Buf::kDraining || s.buf == Buf::kOffloading))
+        pick = SourcePick{src, false, false};
+    }
     // The reserved source vanished since: like a source failure right after the grant.
     if (!pick) pick = choose_member(m, v);
+    if (commit) m.round = p.round;
     if (pick) {
       grant(p, m, v, *pick);
       return true;
@@ -284,8 +297,12 @@ bool Core::try_replicate(const Pending& p) {
       defer(q);
       return true;  // answered later as a regrant
     }
-    fail_replicate(p, m, Status::kVersionLost,
-              "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+    const std::string lost = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+    if (commit) {
+      lose_round(m, &p, Status::kVersionLost, lost);
+      return true;
+    }
+    fail_replicate(p, m, Status::kVersionLost, lost);
     return true;
   }
   Version v = -1;
@@ -324,11 +341,20 @@ bool Core::try_replicate(const Pending& p) {
   t.round = p.round;
   t.version = v;
   t.source_replica = *src;
+  if (cfg_.round_hold > 0) t.hold_until = now_ + cfg_.round_hold;
+  t.commit = p.round > 0 && m.num_shards > 1;
+  t.spec = p.spec;
+  t.newer_than = p.newer_than;
   start_transaction(r, std::move(t));
   Transaction& opened = *transaction(r, p.round);
   for (int s = 0; s < m.num_shards; ++s)
     if (s != m.shard && !opened.joined.count(s)) reserve(opened, s, sr.shards.at(s));
   SourcePick pick = *pick_in(members_.at(sr.shards.at(m.shard)), v, m.id);
+  if (opened.commit) {
+    opened.active.insert(m.shard);
+    m.round = p.round;
+    round_ends_.insert({opened.hold_until, m.id, p.round});
+  }
   finish_shard(r, p.round, m.shard);
   grant(p, m, v, pick);
   return true;
@@ -378,14 +404,16 @@ bool Core::try_regrant(const Pending& p) {
       until = std::max(until, when + failure_silence());
   if (until >= 0 && now_ <= until) return false;
   if (m.buf == Buf::kReceiving) begin_drain(m);  // its partial buffers: readers must finish
-  if (until >= 0) {
-    fail_replicate(p, m, Status::kTransport,
-                   "version " + std::to_string(v) + " of model " + m.model +
-                       " is still held, but only by sources that failed for this reader (they serve others)");
+  const Status st = until >= 0 ? Status::kTransport : Status::kVersionLost;
+  const std::string detail =
+      until >= 0 ? "version " + std::to_string(v) + " of model " + m.model +
+                       " is still held, but only by sources that failed for this reader (they serve others)"
+                 : "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+  if (round_of(m)) {
+    lose_round(m, &p, st, detail);
     return true;
   }
-  fail_replicate(p, m, Status::kVersionLost,
-            "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+  fail_replicate(p, m, st, detail);
   return true;
 }
 
@@ -456,7 +484,7 @@ Transaction* Core::transaction(Replica& r, uint64_t round) {
   return it == r.txns.end() ? nullptr : &it->second;
 }
 
-void Core::finish_shard(Replica& r, uint64_t round, int shard) {
+void Core::finish_shard(Replica& r, uint64_t round, int shard, bool keep_slot) {
   if (round > 0) {  // it has its answer for this round: a later transaction of it skips it
     uint64_t& mark = r.refused[shard];
     mark = std::max(mark, round);
@@ -464,8 +492,190 @@ void Core::finish_shard(Replica& r, uint64_t round, int shard) {
   auto it = r.txns.find(round);
   if (it == r.txns.end()) return;
   it->second.joined.insert(shard);
-  unreserve(it->second, shard);
-  if (static_cast<int>(it->second.joined.size()) >= r.num_shards) r.txns.erase(it);
+  it->second.returning.erase(shard);
+  if (!keep_slot) unreserve(it->second, shard);
+  settle(r, round);
+}
+
+Transaction* Core::round_of(const Member& m) {
+  if (m.round == 0) return nullptr;
+  Transaction* t = transaction(*m.rep, m.round);
+  return t && t->commit ? t : nullptr;
+}
+
+// Commit: every shard joined the round (or its hold passed: a shard that asks later joins a
+// committed round) and none is in its transfer any more: the held TransferDones are answered.
+// The round is forgotten once every shard joined and nothing is owed.
+void Core::settle(Replica& r, uint64_t round) {
+  auto it = r.txns.find(round);
+  if (it == r.txns.end()) return;
+  Transaction& t = it->second;
+  const bool all = static_cast<int>(t.joined.size()) >= r.num_shards;
+  if (!t.active.empty()) return;
+  if (all || (t.commit && now_ >= t.hold_until && t.returning.empty())) {
+    t.committed = true;
+    for (const auto& [s, hd] : t.done) {
+      held_reqs_.erase({hd.client, hd.req});
+      auto mit = members_.find(hd.member);
+      if (mit == members_.end()) continue;
+      mit->second.round = 0;
+      Reply rep = make_reply(hd.client, hd.req);
+      rep.version = mit->second.version;
+      reply(std::move(rep));
+    }
+    t.done.clear();
+  }
+  if (all) {
+    // Slots still kept (an update in place that left before its grant): freed with it.
+    for (auto rs = t.reserved.begin(); rs != t.reserved.end();) unreserve(t, (rs++)->first);
+    r.txns.erase(it);
+  }
+}
+
+void Core::leave_active(Member& m) {
+  Transaction* t = round_of(m);
+  m.round = 0;
+  if (!t) return;
+  t->active.erase(m.shard);
+  unreserve(*t, m.shard);  // a slot kept for its update in place
+  if (auto d = t->done.find(m.shard); d != t->done.end()) {
+    held_reqs_.erase({d->second.client, d->second.req});
+    t->done.erase(d);
+  }
+  settle(*m.rep, t->round);
+}
+
+void Core::answer_stale(Member& m, const Transaction& t, Reply& r) {
+  if (t.status == Status::kOk) {
+    r.status = Status::kVersionLost;
+    r.version = t.version;  // >= 0: the round moved there; ask the round again
+    // The source kept for it (introspection, and the simulation's view of kept slots).
+    if (auto rs = t.reserved.find(m.shard); rs != t.reserved.end()) r.source = rs->second;
+    r.detail = "a shard of this replica lost the version of round " + std::to_string(t.round) +
+               ": the round moved to version " + std::to_string(t.version);
+  } else {
+    r.status = t.status;
+    r.version = -1;
+    r.detail = t.detail;
+  }
+}
+
+// The loss of one shard is the round's: with a relative spec it moves to the newest version
+// some replica serves in every shard (VERSION_LOST only when none newer than the request's
+// newer_than is left), else every shard gets the same error. Shards that hold or read the
+// old version give it up (their buffers drain) and are told to ask the round again (a moved
+// round: VERSION_LOST carrying the new version) or the error; shards not joined yet get the
+// round's new answer when they ask; an update in place still draining its old holding is
+// granted the new version instead.
+void Core::lose_round(Member& m, const Pending* p, Status s, const std::string& detail, Reply* answer) {
+  Transaction& t = *round_of(m);
+  Replica& r = *m.rep;
+  const uint64_t round = t.round;
+  t.active.erase(m.shard);
+  m.round = 0;
+  if (m.buf == Buf::kReceiving && !m.unpublish_pending) begin_drain(m);  // (an Unpublish drains it itself)
+  constexpr int kMaxMoves = 16;
+  bool moved = false;
+  if (s == Status::kVersionLost && t.spec < 0 && t.moves < kMaxMoves) {
+    Version v2 = -1;
+    std::string d2;
+    if (resolve(m, t.spec, &v2, &d2) == Status::kOk && v2 > t.newer_than && v2 != t.version &&
+        replica_will_serve(m, v2)) {
+      moved = true;
+      ++t.moves;
+      t.version = v2;
+      for (auto it = t.reserved.begin(); it != t.reserved.end();) unreserve(t, (it++)->first);
+      t.source_replica.clear();
+      if (auto src = choose_replica(m, v2)) {
+        t.source_replica = *src;
+        if (cfg_.round_hold > 0) t.hold_until = std::max(t.hold_until, now_ + cfg_.round_hold);
+        round_ends_.insert({t.hold_until, m.id, round});
+        const Replica& sr = models_.at(m.model).replicas.at(*src);
+        // Every shard reads the new version (the ones that held or read the old one ask
+        // again): its source is kept for each.
+        for (int sh = 0; sh < r.num_shards; ++sh) reserve(t, sh, sr.shards.at(sh));
+      }
+    }
+  }
+  if (!moved) {
+    t.status = s;
+    t.detail = detail;
+    for (auto it = t.reserved.begin(); it != t.reserved.end();) unreserve(t, (it++)->first);
+  }
+  Reply stale = make_reply(0, 0);
+  answer_stale(m, t, stale);
+  if (!moved) stale.detail = detail;
+  if (moved) {  // it asks the round again
+    t.joined.erase(m.shard);
+    t.returning.insert(m.shard);
+  }
+  if (p) {
+    if (moved) {
+      stale.client = p->client;
+      stale.req = p->req;
+      reply(stale);
+    } else {
+      fail_replicate(*p, m, s, detail);
+    }
+  } else if (answer) {
+    answer->status = stale.status;
+    answer->version = stale.version;
+    answer->detail = stale.detail;
+  }
+  // Shards holding the old version, their TransferDone held: their buffers drain.
+  for (const auto& [sh, hd] : std::map<int, HeldDone>(t.done)) {
+    held_reqs_.erase({hd.client, hd.req});
+    auto mit = members_.find(hd.member);
+    t.done.erase(sh);
+    if (mit == members_.end()) continue;
+    Member& x = mit->second;
+    x.round = 0;
+    if (x.buf == Buf::kHolding) {
+      unindex(x);
+      x.buf = Buf::kDraining;
+      x.intact = false;  // given up: never offloaded or restored
+      chains_changed();
+      index(x);
+      check_drain(x);
+    }
+    Reply rep = make_reply(hd.client, hd.req);
+    answer_stale(x, t, rep);
+    reply(std::move(rep));
+    if (moved) {
+      t.joined.erase(sh);
+      t.returning.insert(sh);
+    }
+  }
+  // Shards waiting at the registry in this round: a regrant of the old version is answered;
+  // an update in place still draining is granted the new version (or fails with the round).
+  for (int sh : std::set<int>(t.active)) {
+    auto rit = r.shards.find(sh);
+    if (rit == r.shards.end()) continue;
+    Member& x = members_.at(rit->second);
+    PendingIt it = first_pending(x.id);
+    if (it == pending_.end()) continue;  // reading: told when it reports
+    Pending& q = it->second;
+    if (q.in_place) {  // its old holding still drains: try_grant_update decides after it
+      if (moved) q.spec = t.version;
+      continue;
+    }
+    const Pending copy = q;
+    undefer(it);
+    t.active.erase(sh);
+    x.round = 0;
+    if (x.buf == Buf::kReceiving) begin_drain(x);
+    if (!moved) {
+      fail_replicate(copy, x, t.status, t.detail);
+    } else {
+      Reply rep = make_reply(copy.client, copy.req);
+      answer_stale(x, t, rep);
+      reply(std::move(rep));
+      t.joined.erase(sh);
+      t.returning.insert(sh);
+    }
+  }
+  expose(r);
+  settle(r, round);
 }
 
 void Core::start_transaction(Replica& r, Transaction t) {
@@ -541,9 +751,31 @@ void Core::on(const TransferDone& e) {
   // A complete read of the source: evidence that it is healthy, whatever was reported.
   clear_reports(it->second.source, it->second.from_offload, v);
   end_lease(e.lease);
-  if (m->buf != Buf::kReceiving)
-    return reply_err(e.client, e.req, Status::kState,
-                     "a reader reported this member failed meanwhile: unpublish, then replicate again");
+  Transaction* t = round_of(*m);
+  if (m->buf != Buf::kReceiving) {
+    const std::string why = "a reader reported this member failed meanwhile: unpublish, then replicate again";
+    if (t && t->status == Status::kOk && t->version == v) {
+      // Its data was judged broken: this shard cannot hold the round's version, so no shard
+      // does (the round fails with kTransport on all of them).
+      Reply r = make_reply(e.client, e.req);
+      lose_round(*m, nullptr, Status::kTransport, why, &r);
+      return reply(std::move(r));
+    }
+    if (t) {  // its round moved or failed meanwhile: that is its answer
+      Reply r = make_reply(e.client, e.req);
+      answer_stale(*m, *t, r);
+      t->active.erase(m->shard);
+      m->round = 0;
+      if (t->status == Status::kOk) {
+        t->joined.erase(m->shard);
+        t->returning.insert(m->shard);
+      }
+      const uint64_t round = t->round;
+      reply(std::move(r));
+      return settle(*m->rep, round);
+    }
+    return reply_err(e.client, e.req, Status::kState, why);
+  }
   unindex(*m);
   m->buf = Buf::kHolding;
   chains_changed();
@@ -551,6 +783,32 @@ void Core::on(const TransferDone& e) {
   index(*m);
   Reply r = make_reply(e.client, e.req);
   r.version = v;
+  if (t && (t->status != Status::kOk || t->version != v)) {
+    // Its round moved on (or failed) while it read: the version it holds is given up.
+    t->active.erase(m->shard);
+    m->round = 0;
+    unindex(*m);
+    m->buf = Buf::kDraining;
+    m->intact = false;
+    chains_changed();
+    index(*m);
+    check_drain(*m);
+    answer_stale(*m, *t, r);
+    if (t->status == Status::kOk) {  // it asks the round again
+      t->joined.erase(m->shard);
+      t->returning.insert(m->shard);
+    }
+    const uint64_t round = t->round;
+    reply(std::move(r));
+    return settle(*m->rep, round);
+  }
+  if (t && !t->committed) {
+    t->active.erase(m->shard);
+    t->done[m->shard] = HeldDone{e.client, e.req, m->id};
+    held_reqs_.insert({e.client, e.req});
+    return settle(*m->rep, t->round);
+  }
+  if (t) leave_active(*m);
   reply(std::move(r));
 }
 
@@ -617,6 +875,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& s = it->second;
+  std::vector<Pending> in_rounds;  // its regrants in a committing round: the round's loss
   unindex(s);
   chains_changed();  // s.intact, s.buf
   if (from_offload) {
@@ -629,15 +888,23 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.
     for (PendingIt it = first_pending(id); it != pending_.end(); it = first_pending(id)) {
-      reply_err(it->second.client, it->second.req, Status::kTransport,
-                "this member was reported failed by its readers; unpublish, then replicate again");
+      const Pending q = it->second;
       undefer(it);
+      const std::string why = "this member was reported failed by its readers; unpublish, then replicate again";
+      if (round_of(s))
+        in_rounds.push_back(q);  // once its state below is settled
+      else
+        reply_err(q.client, q.req, Status::kTransport, why);
     }
     s.buf = Buf::kDraining;  // hidden; its buffers are freed once its readers report
     s.intact = false;
   }
   index(s);
   check_drain(s);
+  for (const Pending& q : in_rounds)
+    if (auto mit = members_.find(q.member); mit != members_.end() && round_of(mit->second))
+      lose_round(mit->second, &q, Status::kTransport,
+                 "this member was reported failed by its readers; unpublish, then replicate again");
 }
 
 void Core::on(const SourceFailed& e) {
@@ -658,15 +925,37 @@ void Core::on(const SourceFailed& e) {
   // the slot, which it takes at once below.
   MemberId spliced = m->held_slot;
   end_lease(l.id);
-  if (m->buf != Buf::kReceiving)
-    return reply_err(e.client, e.req, Status::kState,
-                     "a reader reported this member failed meanwhile: unpublish, then replicate again");
+  if (Transaction* t = round_of(*m); t && (t->status != Status::kOk || t->version != l.version)) {
+    // Its round moved on (or failed) while it read: nothing to resume.
+    t->active.erase(m->shard);
+    m->round = 0;
+    if (m->buf == Buf::kReceiving) begin_drain(*m);
+    Reply r = make_reply(e.client, e.req);
+    answer_stale(*m, *t, r);
+    if (t->status == Status::kOk) {  // it asks the round again
+      t->joined.erase(m->shard);
+      t->returning.insert(m->shard);
+    }
+    const uint64_t round = t->round;
+    reply(std::move(r));
+    return settle(*m->rep, round);
+  }
+  if (m->buf != Buf::kReceiving) {
+    const std::string why = "a reader reported this member failed meanwhile: unpublish, then replicate again";
+    if (round_of(*m)) {  // it cannot hold the round's version: no shard does
+      Reply r = make_reply(e.client, e.req);
+      lose_round(*m, nullptr, Status::kTransport, why, &r);
+      return reply(std::move(r));
+    }
+    return reply_err(e.client, e.req, Status::kState, why);
+  }
   Pending p;
   p.kind = Pending::Kind::kRegrant;
   p.client = e.client;
   p.req = e.req;
   p.member = e.member;
   p.version = l.version;
+  p.round = m->round;
   if (auto sp = members_.find(spliced); sp != members_.end() && !m->shunned.count(spliced))
     if (auto pick = pick_in(sp->second, p.version, m->id)) return grant(p, *m, p.version, *pick);
   if (!try_regrant(p)) defer(p);

@@ -41,6 +41,11 @@ struct Config {
   // failure_silence (0: heartbeat_timeout / 2), or gone. The reporter alone avoids it at once.
   int failure_reports = 2;
   Time failure_silence = 0;
+  // A replica's round reserves a slot on each source shard for the shards that have not asked
+  // yet; while one is reserved, that source's buffers are not freed (its Unpublish or update
+  // in place waits) for at most this long after the round opened (0: not at all), so that a
+  // sibling asking a little later still finds the version its round was given.
+  Time round_hold = 1'000'000;
 };
 
 // ---- events (in) ----------------------------------------------------------------------

@@ -24,9 +24,23 @@ void Core::begin_update(const Replicate& e, Member& m) {
     st = t.status;
     detail = t.detail;
     v = t.version;
-    finish_shard(r, e.round, m.shard);
+    // In the round's transfer from its drain on; its reserved source stays kept for it.
+    const bool commit = t.commit && !t.committed && st == Status::kOk && v > e.newer_than;
+    if (commit) {
+      t.active.insert(m.shard);
+      m.round = e.round;
+    }
+    finish_shard(r, e.round, m.shard, commit);
   } else {
     st = resolve(m, e.spec, &v, &detail);
+    if (st == Status::kNotFound && e.spec < 0) {
+      // No version is available in every shard (e.g. at a registry that just took over,
+      // before this replica's other shards published their holdings again): nothing newer
+      // than what this shard holds, which it keeps (THUB_NOT_UPDATED, as the header says).
+      st = Status::kNotUpdated;
+      v = e.newer_than;
+      detail = "nothing newer than " + std::to_string(e.newer_than) + " is available (" + detail + ")";
+    }
     if (st == Status::kOk && v > e.newer_than && !replica_will_serve(m, v)) {
       st = Status::kVersionLost;
       detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
@@ -37,8 +51,28 @@ void Core::begin_update(const Replicate& e, Member& m) {
       t.status = st == Status::kOk && v <= e.newer_than ? Status::kNotUpdated : st;
       t.detail = detail;
       t.version = v;
+      t.commit = e.round > 0 && t.status == Status::kOk;
+      t.spec = e.spec;
+      t.newer_than = e.newer_than;
+      if (cfg_.round_hold > 0) t.hold_until = now_ + cfg_.round_hold;
+      // A source replica free now is kept for every shard (each takes it once its own old
+      // holding has drained); without one, each shard chooses its own then.
+      std::optional<std::string> src;
+      if (t.commit) src = choose_replica(m, v);
+      if (src) t.source_replica = *src;
       start_transaction(r, std::move(t));
-      finish_shard(r, e.round, m.shard);
+      Transaction& opened = *transaction(r, e.round);
+      if (src) {
+        const Replica& sr = models_.at(m.model).replicas.at(*src);
+        for (int s = 0; s < m.num_shards; ++s)
+          if (s == m.shard || !opened.joined.count(s)) reserve(opened, s, sr.shards.at(s));
+      }
+      if (opened.commit) {
+        opened.active.insert(m.shard);
+        m.round = e.round;
+        round_ends_.insert({opened.hold_until, m.id, e.round});
+      }
+      finish_shard(r, e.round, m.shard, opened.commit);
     }
   }
   if (st == Status::kOk && v <= e.newer_than) {
@@ -70,6 +104,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.in_place = true;
   p.restorable = true;
   p.held = held;
+  p.round = e.round;
   defer(p);  // granted by wake() once the buffers are empty
 }
 
@@ -78,13 +113,44 @@ void Core::begin_update(const Replicate& e, Member& m) {
 // cannot be reserved for all of them), as for a regrant.
 bool Core::try_grant_update(const Pending& p, Member& m) {
   Version v = p.spec;
+  if (Transaction* t = round_of(m)) {
+    if (t->status != Status::kOk) {  // the round failed in another shard meanwhile
+      const uint64_t round = t->round;
+      t->active.erase(m.shard);
+      m.round = 0;
+      fail_replicate(p, m, t->status, t->detail);
+      settle(*m.rep, round);
+      return true;
+    }
+    v = t->version;  // a moved round's (lose_round changed p.spec too)
+    // The source the round kept for this shard, if it still has it (even while it drains).
+    if (auto rs = t->reserved.find(m.shard); rs != t->reserved.end()) {
+      const MemberId src = rs->second;
+      const bool held = t->holding.count(m.shard) > 0;
+      unreserve(*t, m.shard);
+      if (auto sit = members_.find(src); src && sit != members_.end()) {
+        const Member& s = sit->second;
+        std::optional<SourcePick> pick = pick_in(s, v, m.id);
+        if (!pick && held && s.intact && s.version == v && (s.buf == Buf::kDraining || s.buf == Buf::kOffloading))
+          pick = SourcePick{src, false, false};
+        if (pick) {
+          grant(p, m, v, *pick);
+          return true;
+        }
+      }
+    }
+  }
   if (auto pick = choose_member(m, v)) {
     grant(p, m, v, *pick);
     return true;
   }
   if (has_holder(m, v, m.shard)) return false;
-  fail_replicate(p, m, Status::kVersionLost,
-                 "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone");
+  const std::string lost = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+  if (round_of(m)) {
+    lose_round(m, &p, Status::kVersionLost, lost);
+    return true;
+  }
+  fail_replicate(p, m, Status::kVersionLost, lost);
   return true;
 }
 

@@ -243,6 +243,10 @@ int THUB_Info_free(THUB_Info *info);
  *  - `pipeline` (bool, default `true`; registry): the registry hands out partial sources (pipeline
  *    replication)
  *  - `max_readers` (int, default `1`, 1..1048576; registry): readers per source at a time
+ *  - `round_hold_ms` (int, default `1000`, 0..86400000; registry): how long (ms) a round of a
+ *    replica of several shards waits for all its shards: it keeps its source's buffers for a shard
+ *    that has not asked yet (a trainer's unpublish waits that long at most) and answers a shard's
+ *    finished transfer once every shard has one (0: shards are answered alone)
  *  - `max_connections` (int, default `8192`, 1..1048576; registry): connections the registry
  *    accepts in all; more are refused
  *  - `max_connections_per_host` (int, default `1024`, 1..1048576; registry): connections the

@@ -319,17 +319,34 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
             if (op.moved_on && phase_ != Phase::kHolding) return finish(op.error, op.detail + "; nothing newer is left");
             return finish(Code::kNotUpdated);
           }
+          op.round_moved = round_moved(r);
           if (!ok && move_on(code_of(r.status), "replicate: " + r.detail)) return;
           if (!ok) return finish(code_of(r.status), "replicate: " + r.detail);
           return on_grant(r);
         case Stage::kRecovering:
           if (!ok) {
             Code c = r.status == sched::Status::kVersionLost ? Code::kVersionLost : Code::kTransport;
+            op.round_moved = round_moved(r);
             return give_up(c, op.detail + "; no other source: " + r.detail);
           }
           if (r.version != version_) return give_up(Code::kInternal, "the registry granted another version");
           return on_grant(r);
         case Stage::kDoneSent:
+          if (!ok && id_.num_shards > 1 &&
+              (r.status == sched::Status::kVersionLost || r.status == sched::Status::kTransport)) {
+            // The round did not commit: a shard could not get its version (or our data was
+            // judged broken). The registry drains what we hold; we give it up and wait for
+            // that (UNPUBLISH), then ask the round again if it moved, else end with its error.
+            op.round_moved = round_moved(r);
+            out_.emplace_back(InvalidateHolding{});
+            phase_ = Phase::kIdle;
+            version_ = -1;
+            op.stage = Stage::kGivingUp;
+            op.error = code_of(r.status);
+            op.detail = "transfer done: " + r.detail;
+            send(Purpose::kOp, sched::Unpublish{0, 0, member_});
+            return;
+          }
           if (!ok) {
             // The data is whole, but the registry does not count us as a holder (a reader
             // reported us failed meanwhile): we serve nothing.
@@ -416,10 +433,15 @@ void MemberMachine::on_grant(const sched::Reply& r) {
 // is no update (NOT_UPDATED then ends it with the loss).
 bool MemberMachine::move_on(Code code, const std::string& detail) {
   Op& op = *op_;
-  if (op.kind != Kind::kReplicate || code != Code::kVersionLost || op.spec >= 0 || id_.num_shards != 1 ||
-      op.moved_on || op.cancel) {
-    return false;
-  }
+  const bool moved = op.round_moved;
+  op.round_moved = false;
+  // Told to ask its round again, the registry waits for this shard: if it does not (canceled,
+  // an absolute spec), it is not asked there any more, and finish() says it is done with it.
+  if (moved) op.asked = false;
+  if (op.kind != Kind::kReplicate || code != Code::kVersionLost || op.spec >= 0 || op.cancel) return false;
+  // A shard of a larger replica moves when the registry moved its round (every shard is told
+  // so, and the registry bounds the moves); a single shard once, on its own.
+  if (id_.num_shards != 1 ? !moved : op.moved_on) return false;
   op.moved_on = true;
   counters_.moved_on++;
   op.fill_promised = false;  // the new fill is prepared here
@@ -428,6 +450,12 @@ bool MemberMachine::move_on(Code code, const std::string& detail) {
   op.stage = Stage::kPreparing;
   out_.emplace_back(PrepareFill{op.id});
   return true;
+}
+
+// VERSION_LOST carrying a version, to a shard of a larger replica: its round moved to that
+// version (sched/transaction.cc, lose_round): every shard asks the round again.
+bool MemberMachine::round_moved(const sched::Reply& r) const {
+  return id_.num_shards > 1 && r.status == sched::Status::kVersionLost && r.version >= 0;
 }
 
 void MemberMachine::give_up(Code code, const std::string& detail) {

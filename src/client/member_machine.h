@@ -174,6 +174,7 @@ class MemberMachine {
                                  // (the answer was lost): asking again needs a new fill
     bool cancel = false;      // THUB_Cancel asked
     bool moved_on = false;    // its version was lost and the spec resolved once more
+    bool round_moved = false; // the registry moved its round to another version: ask again
     Code error = Code::kSuccess;  // kGivingUp: the error to end with
     std::string detail;
   };
@@ -188,6 +189,7 @@ class MemberMachine {
   void on(const OpClose& e);
   void on(const OpCancel& e);
   bool move_on(Code code, const std::string& detail);
+  bool round_moved(const sched::Reply& r) const;
   void on(const RegistryReply& e);
   void on(const RegistryNoReply& e);
   void on(const RegistryLost& e);

@@ -115,6 +115,11 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "the registry hands out partial sources (pipeline replication)"},
     {"max_readers", info_keys_detail::kReg, InfoType::kInt, "1", 1, 1 << 20,
      "readers per source at a time"},
+    {"round_hold_ms", info_keys_detail::kReg, InfoType::kInt, "1000", 0, info_keys_detail::kDay,
+     "how long (ms) a round of a replica of several shards waits for all its shards: it keeps "
+     "its source's buffers for a shard that has not asked yet (a trainer's unpublish waits "
+     "that long at most) and answers a shard's finished transfer once every shard has one "
+     "(0: shards are answered alone)"},
     {"max_connections", info_keys_detail::kReg, InfoType::kInt, "8192", 1, 1 << 20,
      "connections the registry accepts in all; more are refused"},
     {"max_connections_per_host", info_keys_detail::kReg, InfoType::kInt, "1024", 1, 1 << 20,

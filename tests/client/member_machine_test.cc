@@ -399,6 +399,64 @@ TEST_F(MemberMachineTest, ShardOfALargerReplicaEndsWithTheLoss) {
   EXPECT_FALSE(did<PrepareFill>());
 }
 
+// A shard of a larger replica whose round moved (issue 18: another shard lost the round's
+// version; the registry answers our TransferDone with VERSION_LOST and the new version): it
+// gives up what it holds, waits for the drain (UNPUBLISH), and asks the round again with the
+// same spec and round, under a new fill; told the round failed (no version), it ends so.
+TEST_F(MemberMachineTest, ShardWhoseRoundMovedGivesUpAndAsksTheRoundAgain) {
+  m = MemberMachine{MemberIdentity{"m", "r", 1, 2, 0, false}};
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill-1", 1});
+  auto rep = sent<sched::Replicate>();
+  ASSERT_TRUE(rep);
+  const uint64_t round = rep->second.round;
+  reply(rep->first, grant(3, 11));
+  uint64_t transfer = began();
+  clear();
+  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+  auto done = sent<sched::TransferDone>();
+  ASSERT_TRUE(done);
+  clear();
+  sched::Reply moved = refusal(sched::Status::kVersionLost, "the round moved to version 4");
+  moved.version = 4;
+  reply(done->first, moved);
+  EXPECT_FALSE(completed());
+  EXPECT_TRUE(did<InvalidateHolding>());
+  EXPECT_EQ(m.held(), -1);
+  auto unpub = sent<sched::Unpublish>();
+  ASSERT_TRUE(unpub) << "asked again before the registry drained what it held";
+  EXPECT_FALSE(did<PrepareFill>());
+  clear();
+  ok(unpub->first);
+  ASSERT_TRUE(did<PrepareFill>());
+  step(Prepared{op, 7, "fill-2", 2});
+  auto again = sent<sched::Replicate>();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->second.spec, -1);
+  EXPECT_EQ(again->second.round, round);
+  clear();
+  reply(again->first, grant(4, 12));
+  transfer = began();
+  clear();
+  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+  // Moved a second time: the registry bounds the moves, the shard follows every one.
+  done = sent<sched::TransferDone>();
+  ASSERT_TRUE(done);
+  clear();
+  reply(done->first, refusal(sched::Status::kVersionLost, "every holder of version 4 is gone"));
+  unpub = sent<sched::Unpublish>();
+  ASSERT_TRUE(unpub);
+  clear();
+  ok(unpub->first);
+  ASSERT_TRUE(completed()) << "a round that failed (no version told) is not asked again";
+  EXPECT_EQ(completed()->code, Code::kVersionLost);
+  EXPECT_FALSE(did<PrepareFill>());
+  EXPECT_EQ(m.held(), -1);
+}
+
 // A host copy that could not be made was only dropped: the registry kept the member
 // offloading and its unpublish waited for an OffloadDone that never came (THUB_SIM_OFFLOAD_
 // FAILURES=1: 431 of seeds 1-1,000 left a request unanswered). The registry is told, with an

@@ -20,6 +20,7 @@ TEST(ServerOptionsTest, UnsetKeysGiveTheStructsDefaults) {
   EXPECT_EQ(read.sched.heartbeat_timeout, sched::Config().heartbeat_timeout);
   EXPECT_EQ(read.sched.max_readers_per_source, sched::Config().max_readers_per_source);
   EXPECT_EQ(read.sched.pipeline, sched::Config().pipeline);
+  EXPECT_EQ(read.sched.round_hold, sched::Config().round_hold);
   EXPECT_EQ(read.max_connections, built.max_connections);
   EXPECT_EQ(read.max_connections_per_host, built.max_connections_per_host);
   EXPECT_EQ(read.hello_timeout_ms, built.hello_timeout_ms);
@@ -34,6 +35,7 @@ TEST(ServerOptionsTest, KeysReachTheirFields) {
   info.set("heartbeat_timeout_ms", "2000");
   info.set("pipeline", "false");
   info.set("max_readers", "3");
+  info.set("round_hold_ms", "250");
   info.set("max_connections", "7");
   info.set("output_pause_bytes", "1M");
   const ServerOptions o = ServerOptions::from_info(info);
@@ -41,6 +43,7 @@ TEST(ServerOptionsTest, KeysReachTheirFields) {
   EXPECT_EQ(o.sched.heartbeat_timeout, 2'000'000);
   EXPECT_FALSE(o.sched.pipeline);
   EXPECT_EQ(o.sched.max_readers_per_source, 3);
+  EXPECT_EQ(o.sched.round_hold, 250'000);
   EXPECT_EQ(o.max_connections, 7);
   EXPECT_EQ(o.output_pause_bytes, 1u << 20);
 }

@@ -51,7 +51,13 @@ TEST(RoundTest, NextRoundDoesNotJoinARoundAskedAlone) {
   ASSERT_TRUE(alone && alone->status == Status::kOk);
   EXPECT_EQ(alone->version, 1);
   s.finish(2, s.r1, alone);
-  ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t0))->status, Status::kOk);  // t moves to v2
+  // t moves to v2. Round 1 keeps t0's buffers for r0 (Config::round_hold), which never asks
+  // it: the unpublish waits until the hold ends.
+  RequestId u0 = s.h.unpublish(1, s.t0);
+  ASSERT_FALSE(s.h.reply_to(1, u0));
+  s.h.advance(Config{}.round_hold);
+  s.h.send(Tick{});
+  ASSERT_EQ(s.h.reply_to(1, u0)->status, Status::kOk);
   ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t1))->status, Status::kOk);
   s.publish(2);
   auto g0 = s.ask_now(2, s.r0, 2, 2);  // round 2 by number: version 2, not round 1's v1
@@ -86,7 +92,7 @@ TEST(RoundTest, CanceledShardIsNotWaitedForAndItsNextRoundIsItsOwn) {
   // Round 1 is over for both shards: both sources are free for x's next round.
   auto x0 = s.ask_now(3, s.x0, 1, 2);
   auto x1 = s.ask_now(3, s.x1, 1, 2);
-  ASSERT_TRUE(x0 && x0->status == Status::kOk);
+  ASSERT_TRUE(x0 && x0->status == Status::kOk) << (x0 ? x0->detail : "deferred");
   ASSERT_TRUE(x1 && x1->status == Status::kOk);
 }
 
@@ -176,8 +182,9 @@ TEST(RoundTest, ResumeOfAnotherVersionIsAnsweredForItsOwn) {
   EXPECT_EQ(resumed->source, s.x1);
 }
 
-// A shard that asks its round again after it had its answer (given up, or lost with its
-// session) gets the round's answer at once, not a wait for the other shards.
+// A shard that asks its round again after it had its answer gets the round's answer at once,
+// not a wait for the other shards, nor a newer version. Here r0 gave its transfer up (a
+// local failure), which fails round 1 on every shard (issue 18: one outcome per round).
 TEST(RoundTest, RoundAskedAgainGetsTheRoundsAnswer) {
   Rounds s;
   s.publish(1);
@@ -187,11 +194,14 @@ TEST(RoundTest, RoundAskedAgainGetsTheRoundsAnswer) {
   EXPECT_EQ(s.h.publish(3, s.x0, 2), Status::kOk);  // a newer version appears
   EXPECT_EQ(s.h.publish(3, s.x1, 2), Status::kOk);
   auto again = s.ask_now(2, s.r0, -1, 1);
-  ASSERT_TRUE(again && again->status == Status::kOk);
-  EXPECT_EQ(again->version, 1);  // round 1's answer, which r1 gets too
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, Status::kTransport);  // round 1's answer, which r1 gets too
   auto g1 = s.ask_now(2, s.r1, -1, 1);
-  ASSERT_TRUE(g1 && g1->status == Status::kOk);
-  EXPECT_EQ(g1->version, 1);
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->status, Status::kTransport);
+  auto next = s.ask_now(2, s.r1, -1, 2);  // the next round is a new one
+  ASSERT_TRUE(next && next->status == Status::kOk);
+  EXPECT_EQ(next->version, 2);
 }
 
 // After a failover: r1 was granted v1 in round 3 by the registry before and tells this one
@@ -213,6 +223,203 @@ TEST(RoundTest, RoundToldWithItsVersionGivesItToAShardAskingAfresh) {
   auto g1 = s.ask_now(2, s.r0, -1, 4);  // its next round is its own: the latest
   ASSERT_TRUE(g1);
   EXPECT_EQ(g1->status, Status::kState);  // (r0 is receiving v1)
+}
+
+// The lock-step trainer of issue 18: both trainer shards publish v1 and unpublish at once (a
+// collective step). Round 1 of r reserved t1's slot for r1, which asks after t1's Unpublish:
+// t1's buffers are kept for it (round_hold), r1 reads them while they drain, and t1's
+// unpublish is answered once that read is done. Both shards get version 1.
+TEST(RoundTest, LateShardReadsTheBuffersItsRoundKept) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->source, s.t0);
+  RequestId u0 = s.h.unpublish(1, s.t0);
+  ASSERT_FALSE(s.h.reply_to(1, u0));  // r0 reads t0
+  RequestId u1 = s.h.unpublish(1, s.t1);
+  ASSERT_FALSE(s.h.reply_to(1, u1));  // kept for r1
+  s.h.advance(Config{}.round_hold / 2);
+  s.h.send(Tick{});
+  ASSERT_FALSE(s.h.reply_to(1, u1));
+  auto g1 = s.ask_now(2, s.r1, -1, 1);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk) << (g1 ? g1->detail : "deferred");
+  EXPECT_EQ(g1->version, 1);
+  EXPECT_EQ(g1->source, s.t1);
+  ASSERT_FALSE(s.h.reply_to(1, u1));  // now read by r1
+  s.h.done(2, s.r1, g1->lease);
+  ASSERT_TRUE(s.h.reply_to(1, u1));
+  EXPECT_EQ(s.h.reply_to(1, u1)->status, Status::kOk);
+  s.h.done(2, s.r0, g0->lease);
+  ASSERT_TRUE(s.h.reply_to(1, u0));
+}
+
+// The hold is bounded: a shard that never asks keeps the trainer's unpublish waiting for
+// round_hold after its round opened, not longer; one that asks a later round frees it at once.
+TEST(RoundTest, RoundHoldsADrainForRoundHoldAtMost) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  s.h.done(2, s.r0, g0->lease);
+  const Time opened = s.h.now();
+  RequestId u1 = s.h.unpublish(1, s.t1);
+  ASSERT_FALSE(s.h.reply_to(1, u1));
+  s.h.advance(opened + Config{}.round_hold - 1 - s.h.now());
+  s.h.send(Tick{});
+  ASSERT_FALSE(s.h.reply_to(1, u1));
+  s.h.advance(1);
+  s.h.send(Tick{});
+  ASSERT_TRUE(s.h.reply_to(1, u1));
+  EXPECT_EQ(s.h.reply_to(1, u1)->status, Status::kOk);
+  // x's round 1 keeps t1 for x1; x1 asks round 2 instead: t1 is no longer kept.
+  ASSERT_EQ(s.h.publish(1, s.t1, 2), Status::kOk);
+  ASSERT_EQ(s.h.reply_to(1, s.h.unpublish(1, s.t0))->status, Status::kOk);
+  ASSERT_EQ(s.h.publish(1, s.t0, 2), Status::kOk);
+  auto x0 = s.ask_now(3, s.x0, -1, 1);
+  ASSERT_TRUE(x0 && x0->status == Status::kOk) << (x0 ? x0->detail : "deferred");
+  EXPECT_EQ(x0->version, 2);
+  RequestId u = s.h.unpublish(1, s.t1);
+  ASSERT_FALSE(s.h.reply_to(1, u));
+  RequestId q = s.ask(3, s.x1, 5, 2);  // round 2: x1 is done with round 1
+  ASSERT_TRUE(s.h.reply_to(3, q));
+  ASSERT_TRUE(s.h.reply_to(1, u));
+  EXPECT_EQ(s.h.reply_to(1, u)->status, Status::kOk);
+}
+
+// Commit (issue 18): a shard's finished transfer is answered once every shard of its round
+// has finished, so that no shard reports a version its sibling may still fail to get.
+TEST(RoundTest, TransferDoneIsAnsweredWhenEveryShardOfTheRoundHasIt) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  RequestId d0 = s.h.done(2, s.r0, g0->lease);
+  EXPECT_FALSE(s.h.reply_to(2, d0));  // r1 has not asked
+  s.h.send(TransferDone{2, d0, s.r0, g0->lease});  // a retry of the held one is ignored
+  EXPECT_FALSE(s.h.reply_to(2, d0));
+  auto g1 = s.ask_now(2, s.r1, -1, 1);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+  RequestId d1 = s.h.done(2, s.r1, g1->lease);
+  auto a0 = s.h.reply_to(2, d0), a1 = s.h.reply_to(2, d1);
+  ASSERT_TRUE(a0 && a1);
+  EXPECT_EQ(a0->status, Status::kOk);
+  EXPECT_EQ(a1->status, Status::kOk);
+  EXPECT_EQ(a0->version, 1);
+  EXPECT_EQ(a1->version, 1);
+}
+
+// A sibling that never asks does not hold the others for ever: the round commits what it
+// has round_hold after it opened.
+TEST(RoundTest, RoundCommitsWithoutAShardThatNeverAsksAfterRoundHold) {
+  Rounds s;
+  s.publish(1);
+  auto g0 = s.ask_now(2, s.r0, -1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  RequestId d0 = s.h.done(2, s.r0, g0->lease);
+  EXPECT_FALSE(s.h.reply_to(2, d0));
+  s.h.advance(Config{}.round_hold);
+  s.h.send(Tick{});
+  ASSERT_TRUE(s.h.reply_to(2, d0));
+  EXPECT_EQ(s.h.reply_to(2, d0)->status, Status::kOk);
+}
+
+// Two trainers: t (clients 1, and 4 for its shard 1) holds v1, u holds v2 (published after
+// r's round opened). t's shard 1 dies before r1 asks: round 1 cannot give v1 to r1, so the
+// whole round moves to v2 (latest): r1 is told so at once, r0 at its TransferDone (it held
+// v1), both ask the round again and get v2, and both are answered once both have it.
+struct TwoTrainers {
+  Harness h{Config{5'000'000, 2, false}};
+  MemberId t0, t1, u0, u1, r0, r1;
+  TwoTrainers() {
+    h.connect(1);
+    h.connect(4);
+    t0 = h.open(1, "pol", "t", 0, 2);
+    t1 = h.open(4, "pol", "t", 1, 2);
+    h.connect(5);
+    u0 = h.open(5, "pol", "u", 0, 2);
+    u1 = h.open(5, "pol", "u", 1, 2);
+    h.connect(2);
+    r0 = h.open(2, "pol", "r", 0, 2);
+    r1 = h.open(2, "pol", "r", 1, 2);
+    EXPECT_EQ(h.publish(1, t0, 1), Status::kOk);
+    EXPECT_EQ(h.publish(4, t1, 1), Status::kOk);
+  }
+  std::optional<Reply> ask(MemberId m, Version spec) {
+    RequestId q = h.next_req();
+    h.send(Replicate{2, q, m, spec, -1, 7, "d" + std::to_string(m), 1});
+    return h.reply_to(2, q);
+  }
+};
+
+TEST(RoundTest, LossInOneShardMovesTheWholeRoundToTheNewest) {
+  TwoTrainers s;
+  auto g0 = s.ask(s.r0, -1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(g0->version, 1);
+  EXPECT_EQ(s.h.publish(5, s.u0, 2), Status::kOk);
+  EXPECT_EQ(s.h.publish(5, s.u1, 2), Status::kOk);
+  s.h.send(Disconnect{4});  // t1 is gone: nobody holds v1 of shard 1
+  auto g1 = s.ask(s.r1, -1);
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->status, Status::kVersionLost);
+  EXPECT_EQ(g1->version, 2) << "moved to the newest version, told with it";
+  RequestId d0 = s.h.done(2, s.r0, g0->lease);
+  auto a0 = s.h.reply_to(2, d0);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(a0->status, Status::kVersionLost);
+  EXPECT_EQ(a0->version, 2);
+  // r0 gives v1 up (its buffers drain), then both ask the round again.
+  RequestId u = s.h.unpublish(2, s.r0);
+  ASSERT_TRUE(s.h.reply_to(2, u));
+  auto n1 = s.ask(s.r1, -1);
+  ASSERT_TRUE(n1 && n1->status == Status::kOk) << (n1 ? n1->detail : "deferred");
+  EXPECT_EQ(n1->version, 2);
+  EXPECT_EQ(n1->source, s.u1);
+  auto n0 = s.ask(s.r0, -1);
+  ASSERT_TRUE(n0 && n0->status == Status::kOk) << (n0 ? n0->detail : "deferred");
+  EXPECT_EQ(n0->version, 2);
+  RequestId e1 = s.h.done(2, s.r1, n1->lease);
+  EXPECT_FALSE(s.h.reply_to(2, e1));
+  RequestId e0 = s.h.done(2, s.r0, n0->lease);
+  ASSERT_TRUE(s.h.reply_to(2, e0) && s.h.reply_to(2, e1));
+  EXPECT_EQ(s.h.reply_to(2, e0)->status, Status::kOk);
+  EXPECT_EQ(s.h.reply_to(2, e1)->version, 2);
+}
+
+// An absolute spec keeps its answer: the loss fails the round on every shard.
+TEST(RoundTest, LossOfAnAbsoluteVersionFailsEveryShard) {
+  TwoTrainers s;
+  auto g0 = s.ask(s.r0, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk);
+  EXPECT_EQ(s.h.publish(5, s.u0, 2), Status::kOk);
+  EXPECT_EQ(s.h.publish(5, s.u1, 2), Status::kOk);
+  s.h.send(Disconnect{4});
+  auto g1 = s.ask(s.r1, 1);
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->status, Status::kVersionLost);
+  EXPECT_EQ(g1->version, -1);
+  auto a0 = s.h.reply_to(2, s.h.done(2, s.r0, g0->lease));
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(a0->status, Status::kVersionLost);
+  EXPECT_EQ(a0->version, -1);
+}
+
+// A shard that gives its transfer up (a local failure: its Unpublish while receiving) fails
+// the round: its sibling's finished transfer is answered with the failure, not success.
+TEST(RoundTest, ShardThatGivesUpFailsTheRoundOnItsSiblings) {
+  TwoTrainers s;
+  auto g0 = s.ask(s.r0, -1);
+  auto g1 = s.ask(s.r1, -1);
+  ASSERT_TRUE(g0 && g1 && g0->status == Status::kOk && g1->status == Status::kOk);
+  RequestId d0 = s.h.done(2, s.r0, g0->lease);
+  EXPECT_FALSE(s.h.reply_to(2, d0));
+  RequestId u1 = s.h.unpublish(2, s.r1);
+  auto a0 = s.h.reply_to(2, d0);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(a0->status, Status::kTransport);
+  EXPECT_TRUE(s.h.reply_to(2, u1));
 }
 
 }  // namespace

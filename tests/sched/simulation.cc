@@ -19,10 +19,15 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
   strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
   timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
+  agree_ = !std::getenv("THUB_SIM_AGREE") || std::string(std::getenv("THUB_SIM_AGREE")) != "0";
+  agree_failover_ = std::getenv("THUB_SIM_AGREE_FAILOVER") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
   cfg_.failure_reports = 1 + static_cast<int>(r(3));
+  // How long a round keeps a source's buffers for a shard that has not asked (0: not at all).
+  cfg_.round_hold = static_cast<Time>(r(20) == 0 ? 0 : 50 + r(950)) * kMs;
+  if (const char* e = std::getenv("THUB_SIM_ROUND_HOLD_MS")) cfg_.round_hold = std::strtoll(e, nullptr, 10) * kMs;
   reg_ = std::make_unique<Registry>(cfg_);
 }
 

@@ -25,6 +25,15 @@ struct SimResult {
   uint64_t judged_alive = 0;  // reporters told their reported sources still stand (kTransport)
   uint64_t moved_on = 0;      // relative requests asked again after their version was lost
   uint64_t copy_failures = 0; // host copies that could not be made (OffloadDone without one)
+  // agreement (issue 18): rounds of multi-shard replicas whose every shard completed its
+  // replicate or update: compared, of them with different outcomes (code, or version held),
+  // and excused (a shard canceled, or past its own deadline: an outcome of that shard alone).
+  uint64_t rounds = 0, rounds_disagreeing = 0, rounds_excused = 0;
+  uint64_t rounds_disagreeing_failover = 0;  // of them, rounds that spanned a registry failover
+  uint64_t rounds_moved = 0;
+  uint64_t rounds_failed_apart = 0;  // every shard failed, not all with the same error
+  uint64_t rounds_unheld = 0, rounds_unheld_disagreeing = 0;  // with Config::round_hold 0  // shards told their round moved to a newer version
+  std::string first_disagreement;  // the first disagreeing round, for the report
 };
 
 // Runs one seeded schedule: `steps` workload steps of 10 ms with faults, then a quiet phase

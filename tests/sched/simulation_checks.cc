@@ -163,9 +163,21 @@ bool World::complete_holder(const ShardView& t, Version v) const {
 void World::check_no_idle_wait() {
   std::map<MemberId, int> load;
   bool loaded = false;
+  // An update in place of a replica of several shards keeps a slot on each shard of a source
+  // replica until that shard's grant (sched/update.cc), a replica this view cannot name (the
+  // choice is answered only with each grant): while one waits, the model's holders may be
+  // busy for it.
+  std::set<std::string> updating;
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
-    if (!a.alive || a.conn.cid != cid) continue;
+    if (a.n < 2) continue;
+    for (const auto& [req, out] : ss.out)
+      if (out.delivered && !out.decided && out.op == Op::kReplicate && std::get<Replicate>(out.ev).newer_than >= 0)
+        updating.insert(a.name);
+  }
+  for (const auto& [cid, ss] : sessions_) {
+    const Actor& a = actor_of(ss);
+    if (!a.alive || a.conn.cid != cid || updating.count(a.name)) continue;
     for (const auto& [req, out] : ss.out) {
       if (!out.delivered || out.decided) continue;
       Version v = -1;
@@ -265,6 +277,11 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
        << rep.version << " src " << rep.source << " lease " << rep.lease << " " << rep.detail;
     trace(os.str());
   }
+  if (out.op == Op::kReplicate && a.n > 1) {
+    auto key = std::make_tuple(ss.actor, a.proc, a.round);
+    auto [it, fresh] = round_opened_.try_emplace(key, now_);
+    if (!fresh && now_ > it->second + cfg_.round_hold) late_rounds_.insert(key);
+  }
   if (out.op == Op::kReplicate) {
     if (out.round > ss.txn_round) {  // the first decision of a new round
       ss.txn_round = out.round;
@@ -333,13 +350,34 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       sh.copy_failed = -1;
     }
     // (A single shard has no transaction to share; it may ask twice in a round: moved on.)
-    if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && !skewed(c)) check_transaction(c, s, rep);
+    // (A skewed session's shards are not compared, but its first grant still plans the slots
+    // the round keeps on the source's other shards: the idle check counts them as busy.)
+    if (out.op == Op::kReplicate && out.round == ss.txn_round && a.n > 1 && (!skewed(c) || !ss.has_first))
+      check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
   if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
   if (out.op == Op::kFailed && rep.status == Status::kTransport &&
       rep.detail.find("only by sources that failed for this reader") != std::string::npos)
     ++res_.judged_alive;
+  if (rep.status == Status::kVersionLost && rep.version >= 0 && a.n > 1) {
+    // The round moved to rep.version (sched/transaction.cc, lose_round): every shard of it
+    // gets that version from now on, from sources chosen anew.
+    // rep.source: a member of the replica it planned as the new source, whose slots it
+    // keeps for every shard until each asks again (an upper bound: counted as busy).
+    ss.has_first = true;
+    ss.first_v = rep.version;
+    ss.first_src = 0;
+    ss.first_plan.clear();
+    ss.moved_round = ss.txn_round;
+    if (auto own = owner_.find(rep.source); rep.source && own != owner_.end()) {
+      ss.first_src = own->second.first;
+      if (auto fs = sessions_.find(ss.first_src); fs != sessions_.end())
+        for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
+      for (ShardView& t : ss.sh) t.round_decided = false;
+    }
+    ++res_.rounds_moved;
+  }
   if (rep.status == Status::kVersionLost) check_version_lost(c, s, out, rep);
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
@@ -365,7 +403,9 @@ void World::check_transaction(ClientId c, int s, const Reply& rep) {
   if (rep.version != ss.first_v)
     return fail("shards of replica " + a.replica + " got versions " + std::to_string(ss.first_v) + " and " +
                 std::to_string(rep.version));
-  if (src == ss.first_src || !ss.first_src || ss.in_place_round || ss.told_round == ss.txn_round) return;
+  if (src == ss.first_src || !ss.first_src || ss.in_place_round || ss.told_round == ss.txn_round ||
+      ss.moved_round == ss.txn_round)
+    return;
   auto fs = sessions_.find(ss.first_src);
   if (fs == sessions_.end()) return;
   const ShardView& ps = fs->second.sh[s];

@@ -181,6 +181,8 @@ void World::start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, T
     rec.arg = arg;
     rec.before = sh.user_held;
     rec.round = b.round;
+    rec.cancel = cancel;
+    rec.gen = b.conn.gen;
     sh.ops[op] = rec;
     MachineEvent ev = client::OpOpen{op, b.conn.gen};
     switch (k) {

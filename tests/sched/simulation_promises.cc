@@ -8,6 +8,9 @@
 #include <string>
 #include <variant>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "tests/sched/simulation_world.h"
 
 namespace thub::sched::sim::detail {
@@ -107,12 +110,69 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
     for (Tag t : sh.chunks)
       if (t != want) return fail(what + ": published buffers that do not hold the version");
   }
+  if ((o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate) && a.n > 1) record_round(i, s, o, c);
   sh.user_held = c.version;
   if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
   // A publish that the registry took starts the staging behind it.
   if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
     stage(i, s, sh.reg, sh.counter.epoch, 0);
   if (idle(a)) progress(i);
+}
+
+// Every shard of a replica makes the same call in a round: they must end with the same
+// outcome (the same code; on success, the same version), or the program, SPMD, diverges.
+// A shard's own cancel or deadline is that shard's outcome alone (the round is excused).
+void World::record_round(int i, int s, const OpRecord& o, const client::CompleteOp& c) {
+  const Actor& a = actors_[i];
+  auto key = std::make_tuple(i, a.proc, o.round);
+  auto& shards = round_outcomes_[key];
+  const bool excused = o.cancel || c.code == Code::kCanceled || c.code == Code::kTimeout;
+  shards[s] = RoundOutcome{c.code, c.code == Code::kSuccess ? c.version : -1, excused,
+                           a.conn.gen != o.gen || a.conn.st != Conn::St::kUp};
+  if (static_cast<int>(shards.size()) < a.n) return;
+  bool any_excused = false, differ = false, failover = false, any_ok = false, any_failed = false;
+  std::set<Version> versions;
+  std::string outcomes;
+  for (const auto& [k, out] : shards) {
+    any_excused = any_excused || out.excused;
+    failover = failover || out.failover;
+    any_ok = any_ok || out.code == Code::kSuccess;
+    any_failed = any_failed || out.code != Code::kSuccess;
+    if (out.code == Code::kSuccess) versions.insert(out.version);
+    differ = differ || out.code != shards.begin()->second.code || out.version != shards.begin()->second.version;
+    outcomes += " " + std::to_string(k) + ":" + std::to_string(static_cast<int>(out.code)) + "/v" + std::to_string(out.version);
+  }
+  round_outcomes_.erase(key);
+  round_opened_.erase(key);
+  if (late_rounds_.erase(key)) any_excused = true;  // a shard asked after the round's hold
+  if (any_excused) {
+    ++res_.rounds_excused;
+    return;
+  }
+  if (cfg_.round_hold == 0) {  // no round-level wait configured: shards are answered alone
+    ++res_.rounds_unheld;
+    if (differ) ++res_.rounds_unheld_disagreeing;
+    return;
+  }
+  ++res_.rounds;
+  if (!differ) return;
+  if (!(any_ok && any_failed) && versions.size() <= 1) {
+    // Every shard failed, with different errors (one's own local failure while the round was
+    // lost): the program sees the round fail on every shard.
+    ++res_.rounds_failed_apart;
+    return;
+  }
+  ++res_.rounds_disagreeing;
+  if (failover) ++res_.rounds_disagreeing_failover;
+  const std::string what = a.replica + " round " + std::to_string(o.round) + " (" + kind_name(o.kind) + " " +
+                           std::to_string(o.arg) + "): shards disagree:" + outcomes + (failover ? " (across a failover)" : "");
+  if (res_.first_disagreement.empty()) res_.first_disagreement = what;
+  trace(what);
+  if (std::getenv("THUB_SIM_AGREE_LOG")) std::fprintf(stderr, "seed %llu: %s\n", static_cast<unsigned long long>(seed_), what.c_str());
+  // Checked on every seed: a round whose shards split between success and failure (or hold
+  // different versions) is a failure, except across a registry failover (docs/sched.md, open
+  // finding; THUB_SIM_AGREE_FAILOVER=1 checks those too) and with THUB_SIM_AGREE=0.
+  if (agree_ && (!failover || agree_failover_)) fail(what);
 }
 
 void World::mark_skewed(ClientId c, const std::string& why) {

@@ -83,6 +83,7 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
   // A shard told this registry the version an older one granted it in this round (a CANCEL
   // with a version): the round's transaction has no planned source; each shard's is its own.
   int told_round = -1;
+  int moved_round = -1;  // a round the registry moved (its sources were chosen anew)
   Version first_v = -1;
   ClientId first_src = 0;
   std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source members, times hidden
@@ -139,6 +140,8 @@ struct OpRecord {        // an operation the program started and the machine has
   Version before = -1;   // held when it started
   Version granted = -1;  // the last version the registry granted it
   int round = 0;
+  bool cancel = false;   // the program cancels it (THUB_Cancel) a little after it starts
+  uint64_t gen = 0;      // the connection's generation when it started (a failover changes it)
 };
 
 struct Shard {           // one shard of a process: the machine and what the driver keeps for it
@@ -366,6 +369,17 @@ class World {
   std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step
   std::map<std::string, int> retain_before_;    // per model, before the current step
   SimResult res_;
+  // Agreement: the outcomes of a round's shards so far, by (actor, process, round).
+  struct RoundOutcome { Code code; Version version; bool excused; bool failover; };
+  std::map<std::tuple<int, uint64_t, int>, std::map<int, RoundOutcome>> round_outcomes_;
+  bool agree_ = true;            // THUB_SIM_AGREE=0: a disagreeing round does not fail the seed
+  bool agree_failover_ = false;  // THUB_SIM_AGREE_FAILOVER=1: nor one across a failover
+  void record_round(int i, int s, const OpRecord& o, const client::CompleteOp& c);
+  // Rounds by (actor, process, program round): when the registry decided its first shard, and
+  // those where a shard was decided more than round_hold later (the registry no longer waits
+  // for such a shard: Config::round_hold; the round is not compared).
+  std::map<std::tuple<int, uint64_t, int>, Time> round_opened_;
+  std::set<std::tuple<int, uint64_t, int>> late_rounds_;
   uint64_t hash_ = 1469598103934665603ull;
 };
 

@@ -23,12 +23,24 @@ int main(int argc, char** argv) {
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  uint64_t failed = 0, events = 0, ops = 0, skewed = 0;
+  uint64_t failed = 0, events = 0, ops = 0, skewed = 0, rounds = 0, disagreeing = 0, excused = 0, seeds_disagreeing = 0, over_failover = 0, moved = 0, unheld = 0, unheld_dis = 0, apart = 0;
+  std::string first_disagreement;
   for (uint64_t s = first; s < first + seeds; ++s) {
     auto r = thub::sched::sim::run_simulation(s, steps);
     events += r.events;
     ops += r.ops;
     skewed += r.skewed > 0;
+    rounds += r.rounds;
+    disagreeing += r.rounds_disagreeing;
+    excused += r.rounds_excused;
+    over_failover += r.rounds_disagreeing_failover;
+    moved += r.rounds_moved;
+    unheld += r.rounds_unheld;
+    apart += r.rounds_failed_apart;
+    unheld_dis += r.rounds_unheld_disagreeing;
+    seeds_disagreeing += r.rounds_disagreeing > 0;
+    if (first_disagreement.empty() && !r.first_disagreement.empty())
+      first_disagreement = "seed " + std::to_string(s) + ": " + r.first_disagreement;
     if (!r.ok) {
       ++failed;
       std::printf("FAIL %s\n", r.error.c_str());
@@ -44,5 +56,14 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(events),
               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(skewed), sec,
               sec > 0 ? static_cast<double>(seeds) / sec : 0.0);
+  std::printf("multi-shard rounds: %llu compared, %llu disagreeing (in %llu seeds; %llu across a registry failover), %llu "
+              "excused (a shard's own cancel or deadline), %llu shards told their round moved, %llu failed on every shard with "
+              "different errors; with round_hold 0: %llu rounds, %llu disagreeing%s%s\n",
+              static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(disagreeing),
+              static_cast<unsigned long long>(seeds_disagreeing), static_cast<unsigned long long>(over_failover),
+              static_cast<unsigned long long>(excused), static_cast<unsigned long long>(moved),
+              static_cast<unsigned long long>(apart), static_cast<unsigned long long>(unheld),
+              static_cast<unsigned long long>(unheld_dis),
+              first_disagreement.empty() ? "" : "; first: ", first_disagreement.c_str());
   return failed ? 1 : 0;
 }

@@ -80,8 +80,9 @@ struct ContinueAtExit {
 };
 
 // The members the registry at `address` counts for model "policy" (tensorhub-info's text:
-// "model policy: ..., N members"); -1 when it knows no such model or cannot be read.
-int policy_members(const std::string& address) {
+// "model policy: ..., N members", the whole of it in `text`); -1 when it knows no such model
+// or cannot be read.
+int policy_members(const std::string& address, std::string* text) {
   std::string cmd = "timeout -s KILL 60 " + std::string(THUB_INFO_PATH) + " --registry " + address + " 2>&1";
   FILE* f = ::popen(cmd.c_str(), "r");
   if (!f) return -1;
@@ -89,6 +90,7 @@ int policy_members(const std::string& address) {
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
   ::pclose(f);
+  *text = out;
   size_t at = out.find("\nmodel policy: ");
   if (at == std::string::npos) return -1;
   std::string line = out.substr(at + 1, out.find('\n', at + 1) - at - 1);
@@ -98,13 +100,17 @@ int policy_members(const std::string& address) {
 }
 
 // Polls the registry until it counts `n` members of "policy" (a state condition; gives up
-// after 60 s so that a broken build fails instead of hanging).
-bool wait_for_members(const std::string& address, int n) {
+// after 60 s so that a broken build fails instead of hanging, saying what it saw last).
+::testing::AssertionResult wait_for_members(const std::string& address, int n) {
+  int seen = -1;
+  std::string text;
   for (int i = 0; i < 1200; ++i) {
-    if (policy_members(address) == n) return true;
+    if ((seen = policy_members(address, &text)) == n) return ::testing::AssertionSuccess();
     ::poll(nullptr, 0, 50);
   }
-  return false;
+  return ::testing::AssertionFailure() << "the registry counts " << seen << " members of policy, not " << n
+                                       << "; tensorhub-info says:\n"
+                                       << text;
 }
 
 void stop(PeerProcess& p, ContinueAtExit& guard) {
@@ -276,12 +282,12 @@ TEST(FailoverTransferTest, ReaderAsksTheNextRegistryBeforeTheOtherHolderRepublis
   int64_t held = 0;
   ASSERT_NO_FATAL_FAILURE(stop_in_the_middle(*c.r, *c.t, guard, &held));
 
+  stop(*c.h, guard);  // before the failover: it cannot have re-opened anywhere
   stop(*c.regs.second.proc, guard);
   c.regs.first.proc->kill_now();
   c.t->kill_now();
   ASSERT_TRUE(wait_for_stat(*c.r, "source_failures", [](int64_t n) { return n >= 1; }))
       << "the reader did not notice that its source died";
-  stop(*c.h, guard);
   c.regs.second.proc->signal(SIGCONT);
   ASSERT_TRUE(wait_for_members(c.regs.second.address, 1)) << "the reader did not re-open at the second registry";
   c.h->signal(SIGCONT);
@@ -353,6 +359,56 @@ TEST(FailoverTransferTest, TwoShardsCompleteWithTheSameVersionWhenOneSourceDiesA
 
   for (int s = 0; s < 2; ++s) {
     ASSERT_NO_FATAL_FAILURE(expect_byte_exact(*r[s], 531 + s, "shard " + std::to_string(s)));
+  }
+  expect_resumed(*r[0], held[0], "shard 0");
+  EXPECT_EQ(stat(*r[1], "source_failures"), 0) << "shard 1's transfer should have gone on reading its source";
+}
+
+// The 2-shard case of ReaderAsksTheNextRegistryBeforeTheOtherHolderRepublishedThere: shard 0's
+// source dies while the reader has no registry and shard 0 asks the second registry before the
+// other holder h re-published there; shard 1's source goes on. Both shards must end with version
+// 1, byte-exact (the same outcome on every shard, issue 18).
+TEST(FailoverTransferTest, TwoShardsCompleteWhenOneAsksTheNextRegistryBeforeTheOtherHolderRepublished) {
+  Registries regs;
+  ASSERT_FALSE(regs.first.address.empty());
+  ASSERT_FALSE(regs.second.address.empty());
+  std::unique_ptr<PeerProcess> t[2], h[2], r[2];
+  for (int s = 0; s < 2; ++s) {
+    t[s] = peer(regs, "t", s, 2, "datacenter=a");
+    ASSERT_TRUE(ok(t[s]->cmd("fill " + std::to_string(541 + s))));
+    ASSERT_TRUE(ok(t[s]->cmd("publish 1")));
+  }
+  for (int s = 0; s < 2; ++s) h[s] = peer(regs, "h", s, 2, "datacenter=b");
+  for (int s = 0; s < 2; ++s) h[s]->send("replicate 1");
+  for (int s = 0; s < 2; ++s) {
+    std::string hr = h[s]->reply();
+    ASSERT_TRUE(ok(hr)) << "h shard " << s << ": " << hr;
+  }
+  for (int s = 0; s < 2; ++s) r[s] = peer(regs, "r", s, 2, kReader);
+  for (int s = 0; s < 2; ++s) ASSERT_TRUE(ok(r[s]->cmd("ireplicate 1")));
+  ContinueAtExit guard;
+  int64_t held[2] = {0, 0};
+  for (int s = 0; s < 2; ++s) ASSERT_NO_FATAL_FAILURE(stop_in_the_middle(*r[s], *t[s], guard, &held[s]));
+
+  for (int s = 0; s < 2; ++s) stop(*h[s], guard);  // before the failover: they cannot have re-opened
+  stop(*regs.second.proc, guard);
+  regs.first.proc->kill_now();
+  t[0]->kill_now();
+  ASSERT_TRUE(wait_for_stat(*r[0], "source_failures", [](int64_t n) { return n >= 1; }))
+      << "shard 0 did not notice that its source died";
+  regs.second.proc->signal(SIGCONT);
+  ASSERT_TRUE(wait_for_members(regs.second.address, 2)) << "the reader's shards did not re-open at the second registry";
+  for (int s = 0; s < 2; ++s) h[s]->signal(SIGCONT);
+  t[1]->signal(SIGCONT);
+
+  std::string outcome[2];
+  for (int s = 0; s < 2; ++s) outcome[s] = r[s]->cmd("wait");
+  EXPECT_EQ(word(outcome[0], 2), word(outcome[1], 2))
+      << "the shards disagree: shard 0 " << outcome[0] << "; shard 1 " << outcome[1];
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(ok(outcome[s])) << "shard " << s << ": " << outcome[s];
+    EXPECT_EQ(word(outcome[s], 2), "1") << "shard " << s << ": " << outcome[s];
+    EXPECT_TRUE(ok(r[s]->cmd("check " + std::to_string(541 + s)))) << "shard " << s;
   }
   expect_resumed(*r[0], held[0], "shard 0");
   EXPECT_EQ(stat(*r[1], "source_failures"), 0) << "shard 1's transfer should have gone on reading its source";

@@ -6,8 +6,10 @@
 //
 // "Certainly in the middle": the reader reads 4 KiB at a time from a source that is then
 // stopped (SIGSTOP), so that it holds a prefix and cannot finish while the test kills the
-// registry. Where the order matters, the test waits for the new registry to count the reader
-// among its members (tensorhub-info --registry), an event, not a delay.
+// registry. Where the order matters, the test waits for events, not delays: a stop taking effect
+// in every thread, a peer's counter (THUB_Model_stat), the new registry counting the reader
+// among its members (tensorhub-info --registry); a registry "with no answer" is the second
+// one stopped (it accepts connections and answers nothing).
 //
 // Over TCP only: a process stopped or killed in the middle of a shared-memory send can wedge
 // its peer's receive queue (pipeline_test.cc).

@@ -276,7 +276,12 @@ static int notify_driver(int round) {
 }
 
 /* ---- the trainer ---- */
+/* The trainer's THUB_Unpublish calls: the longest and the sum (seconds), and how many. */
+static double unpublish_max_s = 0, unpublish_sum_s = 0;
+static int64_t unpublish_count = 0;
+
 static int64_t run_trainer(THUB_Context ctx, THUB_Model m, MPI_Comm group, int *errors) {
+  double unpublish_started;
   int64_t v = 0;
   int done_flag = 0, got_done = 0, pace_in = 0, pace_out = 0;
   MPI_Request done_req, pace = MPI_REQUEST_NULL;
@@ -311,7 +316,16 @@ static int64_t run_trainer(THUB_Context ctx, THUB_Model m, MPI_Comm group, int *
     } else {
       MPI_Allreduce(&got_done, &stop, 1, MPI_INT, MPI_MAX, group); /* the optimizer step's collective */
     }
+    unpublish_started = MPI_Wtime();
     st = THUB_Unpublish(m);
+    {
+      /* how long the trainer waited for its readers and for the rounds that keep its buffers
+       * for a shard that has not asked yet (round_hold_ms): the cost of the rounds' agreement */
+      double waited = MPI_Wtime() - unpublish_started;
+      if (waited > unpublish_max_s) unpublish_max_s = waited;
+      unpublish_sum_s += waited;
+      unpublish_count++;
+    }
     if (st != THUB_SUCCESS) {
       snprintf(where, sizeof where, "version %" PRId64 ": THUB_Unpublish", v);
       report_call(ctx, where, st);
@@ -533,6 +547,17 @@ int main(int argc, char **argv) {
   MPI_Reduce(&tl.own_errors, &own_errors_all, 1, MPI_INT64_T, MPI_SUM, nshards, MPI_COMM_WORLD);
   tl.errors += own_errors_all; /* on rollout shard 0, which reports */
   MPI_Reduce(&trainer_versions, &trainer_versions_max, 1, MPI_INT64_T, MPI_MAX, nshards, MPI_COMM_WORLD);
+  {
+    double unpub_max_all = 0, unpub_sum_all = 0;
+    int64_t unpub_n_all = 0;
+    MPI_Reduce(&unpublish_max_s, &unpub_max_all, 1, MPI_DOUBLE, MPI_MAX, nshards, MPI_COMM_WORLD);
+    MPI_Reduce(&unpublish_sum_s, &unpub_sum_all, 1, MPI_DOUBLE, MPI_SUM, nshards, MPI_COMM_WORLD);
+    MPI_Reduce(&unpublish_count, &unpub_n_all, 1, MPI_INT64_T, MPI_SUM, nshards, MPI_COMM_WORLD);
+    if (rank == nshards)
+      printf("shard_rounds: trainer unpublish: %" PRId64 " calls, mean %.3f ms, longest %.3f ms (round_hold_ms bounds "
+             "the wait for a shard that has not asked)\n",
+             unpub_n_all, unpub_n_all ? 1e3 * unpub_sum_all / (double)unpub_n_all : 0.0, 1e3 * unpub_max_all);
+  }
   if (rank == nshards) {
     int fail = trainer_errors_all != 0 || setup_errors != 0 || tl.errors != 0 || tl.disagreeing != 0 || tl.corrupted != 0 ||
                tl.versions_seen < 2 || (opt_notify && tl.versions_late < 1);

@@ -363,6 +363,10 @@ int THUB_Publish(THUB_Model m, int64_t version);
 /**
  * @brief Fetch @p version from any peer that holds it into this shard's tensors. On
  *        success this replica holds the version and serves it until THUB_Unpublish.
+ *        The shards of a replica call it in lockstep; every shard of one call (a round)
+ *        returns the same outcome: it returns once every shard holds the version (or the
+ *        registry's `round_hold_ms` passed), and a relative @p version lost on one shard
+ *        moves every shard to the newest one inside the call.
  * @param[in]  m       the model (not published)
  * @param[in]  version absolute (>= 0), THUB_LATEST or THUB_LATEST_MINUS(k)
  * @param[out] got     the absolute version now held (may be NULL)

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(skewed), sec,
               sec > 0 ? static_cast<double>(seeds) / sec : 0.0);
   std::printf("multi-shard rounds: %llu compared, %llu disagreeing (in %llu seeds; %llu across a registry failover), %llu "
-              "excused (a shard's own cancel or deadline), %llu shards told their round moved, %llu failed on every shard with "
+              "excused (a shard's own cancel or deadline, or a shard decided later than round_hold), %llu shards told their round moved, %llu failed on every shard with "
               "different errors; with round_hold 0: %llu rounds, %llu disagreeing%s%s\n",
               static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(disagreeing),
               static_cast<unsigned long long>(seeds_disagreeing), static_cast<unsigned long long>(over_failover),

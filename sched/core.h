@@ -335,6 +335,7 @@ class Core {
   // The answer to a shard whose transfer was for a version its round no longer has: the
   // round moved (VERSION_LOST with the new version: ask the round again) or failed.
   void answer_stale(Member& m, const Transaction& t, Reply& r);
+  void reply_stale(Member& m, Transaction& t, Reply r);  // answers it so and takes it out
   // A failure report is judged (failure_reports distinct reader clients, or the source's
   // client silent for failure_silence) before the copy is hidden from everybody (mark_failed).
   void report_failure(const Lease& l, ClientId reporter);

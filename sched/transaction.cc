@@ -560,6 +560,21 @@ void Core::answer_stale(Member& m, const Transaction& t, Reply& r) {
   }
 }
 
+// m's transfer was for a version its round no longer has: m leaves the round's transfer and
+// is answered so (asked to ask the round again if it moved); the round may commit now.
+void Core::reply_stale(Member& m, Transaction& t, Reply r) {
+  answer_stale(m, t, r);
+  t.active.erase(m.shard);
+  m.round = 0;
+  if (t.status == Status::kOk) {  // it asks the round again
+    t.joined.erase(m.shard);
+    t.returning.insert(m.shard);
+  }
+  const uint64_t round = t.round;
+  reply(std::move(r));
+  settle(*m.rep, round);
+}
+
 // The loss of one shard is the round's: with a relative spec it moves to the newest version
 // some replica serves in every shard (VERSION_LOST only when none newer than the request's
 // newer_than is left), else every shard gets the same error. Shards that hold or read the
@@ -761,19 +776,7 @@ void Core::on(const TransferDone& e) {
       lose_round(*m, nullptr, Status::kTransport, why, &r);
       return reply(std::move(r));
     }
-    if (t) {  // its round moved or failed meanwhile: that is its answer
-      Reply r = make_reply(e.client, e.req);
-      answer_stale(*m, *t, r);
-      t->active.erase(m->shard);
-      m->round = 0;
-      if (t->status == Status::kOk) {
-        t->joined.erase(m->shard);
-        t->returning.insert(m->shard);
-      }
-      const uint64_t round = t->round;
-      reply(std::move(r));
-      return settle(*m->rep, round);
-    }
+    if (t) return reply_stale(*m, *t, make_reply(e.client, e.req));  // its round moved or failed meanwhile
     return reply_err(e.client, e.req, Status::kState, why);
   }
   unindex(*m);
@@ -785,22 +788,13 @@ void Core::on(const TransferDone& e) {
   r.version = v;
   if (t && (t->status != Status::kOk || t->version != v)) {
     // Its round moved on (or failed) while it read: the version it holds is given up.
-    t->active.erase(m->shard);
-    m->round = 0;
     unindex(*m);
     m->buf = Buf::kDraining;
     m->intact = false;
     chains_changed();
     index(*m);
     check_drain(*m);
-    answer_stale(*m, *t, r);
-    if (t->status == Status::kOk) {  // it asks the round again
-      t->joined.erase(m->shard);
-      t->returning.insert(m->shard);
-    }
-    const uint64_t round = t->round;
-    reply(std::move(r));
-    return settle(*m->rep, round);
+    return reply_stale(*m, *t, std::move(r));
   }
   if (t && !t->committed) {
     t->active.erase(m->shard);
@@ -927,18 +921,8 @@ void Core::on(const SourceFailed& e) {
   end_lease(l.id);
   if (Transaction* t = round_of(*m); t && (t->status != Status::kOk || t->version != l.version)) {
     // Its round moved on (or failed) while it read: nothing to resume.
-    t->active.erase(m->shard);
-    m->round = 0;
     if (m->buf == Buf::kReceiving) begin_drain(*m);
-    Reply r = make_reply(e.client, e.req);
-    answer_stale(*m, *t, r);
-    if (t->status == Status::kOk) {  // it asks the round again
-      t->joined.erase(m->shard);
-      t->returning.insert(m->shard);
-    }
-    const uint64_t round = t->round;
-    reply(std::move(r));
-    return settle(*m->rep, round);
+    return reply_stale(*m, *t, make_reply(e.client, e.req));
   }
   if (m->buf != Buf::kReceiving) {
     const std::string why = "a reader reported this member failed meanwhile: unpublish, then replicate again";

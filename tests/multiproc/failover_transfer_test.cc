@@ -119,36 +119,13 @@ int policy_members(const std::string& address, std::string* text) {
                                        << text;
 }
 
-// True when every thread of `pid` is stopped (state T in /proc/PID/task/*/stat).
-bool all_threads_stopped(pid_t pid) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return false;
-  bool all = true;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(dir + "/" + e->d_name + "/stat");
-    std::string line;
-    std::getline(f, line);
-    size_t paren = line.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= line.size()) continue;  // the thread just ended
-    char state = line[paren + 2];
-    all = all && (state == 'T' || state == 't');
-  }
-  ::closedir(d);
-  return all;
-}
-
 // SIGSTOP, and wait until it took effect: kill() returns before every thread of the target has
 // stopped (one thread takes the signal and then stops the others), and a thread not yet stopped
 // may still answer (a registry a HELLO, a peer its re-open): seen under AddressSanitizer.
 void stop(PeerProcess& p, ContinueAtExit& guard) {
-  p.signal(SIGSTOP);
+  p.signal(SIGSTOP);  // returns once every thread stopped (PeerProcess::signal)
   guard.peers.push_back(&p);
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a hang guard
-  bool stopped = false;
-  while (!(stopped = all_threads_stopped(p.pid())) && std::chrono::steady_clock::now() < limit) ::sched_yield();
-  EXPECT_TRUE(stopped) << "pid " << p.pid() << " did not stop";
+  EXPECT_TRUE(PeerProcess::all_threads_stopped(p.pid())) << "pid " << p.pid() << " did not stop";
 }
 
 // Waits until the replicate `reader` has under way holds some bytes, then stops its source: the

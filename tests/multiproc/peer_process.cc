@@ -1,12 +1,16 @@
 #include "tests/multiproc/peer_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -17,6 +21,38 @@
 namespace thub::test {
 
 PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) : PeerProcess(THUB_PEER_PATH, {}, env) {}
+
+bool PeerProcess::all_threads_stopped(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return true;  // gone: nothing of it runs
+  bool all = true;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/stat");
+    std::string line;
+    std::getline(f, line);
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) continue;  // the thread just ended
+    const char state = line[paren + 2];
+    all = all && (state == 'T' || state == 't' || state == 'Z' || state == 'X');
+  }
+  ::closedir(d);
+  return all;
+}
+
+void PeerProcess::signal(int sig) {
+  ::kill(pid_, sig);
+  if (sig != SIGSTOP) return;
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a hang guard
+  while (!all_threads_stopped(pid_))
+    if (std::chrono::steady_clock::now() > limit) {
+      std::fprintf(stderr, "peer %d did not stop within 60 s\n", static_cast<int>(pid_));
+      return;
+    } else {
+      ::sched_yield();
+    }
+}
 
 PeerProcess::PeerProcess(const std::string& program, const std::vector<std::string>& args,
                          const std::map<std::string, std::string>& env) {

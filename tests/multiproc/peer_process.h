@@ -30,7 +30,12 @@ class PeerProcess {
   std::string reply(int timeout_s = 120);
   // True if a reply line is ready within `ms` milliseconds.
   bool reply_ready(int ms);
-  void signal(int sig) { ::kill(pid_, sig); }
+  // SIGSTOP returns once every thread of the peer has stopped: kill() returns before (one
+  // thread takes the signal, then stops the others), and a thread not yet stopped may still
+  // answer a registry or a reader (seen under AddressSanitizer).
+  void signal(int sig);
+  // Every thread of `pid` is stopped (state T in /proc/PID/task/*/stat), or none is left.
+  static bool all_threads_stopped(pid_t pid);
   pid_t pid() const { return pid_; }
   // SIGKILL and reap now (a crash, for failover tests).
   void kill_now();

@@ -30,6 +30,25 @@ TEST(UpdateTest, NothingNewerIsNotUpdatedAndStillASource) {
   EXPECT_TRUE(gx->source == r || gy->source == r);
 }
 
+// A relative update that finds no version available at all (here: at a registry that just
+// took over, where the replica's other shard has not re-published yet) is NOT_UPDATED: the
+// shard keeps the version it holds, as the header promises, not NOT_FOUND.
+TEST(UpdateTest, NoVersionAvailableAtAllIsNotUpdated) {
+  Harness h;
+  h.connect(1);
+  MemberId r0 = h.open(1, "pol", "r", 0, 2);
+  (void)h.open(1, "pol", "r", 1, 2);
+  ASSERT_EQ(h.publish(1, r0, 1), Status::kOk);  // shard 1 has not re-published: nothing is whole
+  RequestId q = h.next_req();
+  h.send(Replicate{1, q, r0, -1, /*newer_than=*/1, 7, "d", 1});
+  auto a = h.reply_to(1, q);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->status, Status::kNotUpdated) << a->detail;
+  RequestId q2 = h.next_req();
+  h.send(Replicate{1, q2, r0, -1, 1, 7, "d", 2});
+  EXPECT_EQ(h.reply_to(1, q2)->status, Status::kNotUpdated) << "still holding v1, still an update";
+}
+
 TEST(UpdateTest, NewerHidesOldAtOnceAndGrantsAfterItsReaderFinishes) {
   Harness h;
   h.connect(1);

@@ -1,7 +1,7 @@
 // The registry's state (members, holdings, leases, transactions, pending requests) and the
 // operations on it. Registry (registry.h) is the thin public face; the operations live in
 // one .cc file per concept: membership.cc, model_state.cc, source_chooser.cc,
-// transaction.cc, deferred.cc, retention.cc. Ordered containers wherever one is iterated, so
+// transaction.cc, round.cc, deferred.cc, retention.cc. Ordered containers wherever one is iterated, so
 // every decision is deterministic (the unordered ones are only looked up).
 #pragma once
 
@@ -110,7 +110,7 @@ struct Transaction {
   std::set<int> holding;
   Time hold_until = 0;
   // A round of a replica of several shards (Replicate::round > 0) has one outcome on every
-  // shard (transaction.cc, "Commit"): a shard's TransferDone is answered once every shard
+  // shard (round.cc, settle()): a shard's TransferDone is answered once every shard
   // joined (or hold_until passed) and none is still in the round's transfer; a loss in any
   // shard moves the whole round to the newest version (a relative spec) or fails it on all.
   bool commit = false;

@@ -8,9 +8,13 @@
 # THUB_SANITIZER_RUN=0 skips both sanitizer runs, THUB_TSAN_RUN=0 the ThreadSanitizer one.
 #
 # The phases share the machine: the AddressSanitizer build compiles while the normal tree
-# builds and its ctest runs, the ThreadSanitizer build while the AddressSanitizer tests run (multi-process tests
-# mostly wait on each other, and every test holds under busy cores: issue 17); the phases'
-# times are printed at the end. The builds carry line tables (-g1), not
+# builds and its ctest runs, the ThreadSanitizer build from the end of that ctest, beside the
+# rest of the AddressSanitizer build and its tests. The tests run THUB_CTEST_JOBS at a time
+# (default: two per core): multi-process tests mostly wait on each other (the normal ctest
+# uses ~40 % of 2 cores at -j 1), every test holds under busy cores (issue 17: repeated 20
+# times at -j 4 beside a CPU hog), each takes its own ports and folders, and the tests that
+# shape links (netlab, bench) are RUN_SERIAL; the simulation's outcome is a function of its
+# seed, not of the schedule. The phases' times are printed at the end. The builds carry line tables (-g1), not
 # full debug information: sanitizer reports still name file and line, and a build compiles
 # about a third less; the tests compile in batches (THUB_UNITY_BUILD, tests/CMakeLists.txt),
 # the ThreadSanitizer build file by file.
@@ -21,6 +25,7 @@ build=${THUB_BUILD_DIR:-build-ci}
 san=${build}-asan
 tsan=${build}-tsan
 jobs=$(nproc)
+ctest_jobs=${THUB_CTEST_JOBS:-$((2 * jobs))}
 flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_UNITY_BUILD=ON
        "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 sanitizers=1
@@ -78,11 +83,11 @@ join_background() {  # waits for it; shows its log's end if it failed
 [[ $sanitizers == 1 ]] && background asan-build asan_build
 phase "configure, build ($build)" bash tools/ci/setup.sh "$build" "${flags[@]}"
 rc=0
-phase "ctest ($build)" bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$build" "$@" || rc=$?
+phase "ctest ($build)" bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 "$@"' _ "$build" -j "$ctest_jobs" "$@" || rc=$?
 if [[ $sanitizers == 0 ]]; then
   exit $rc
 fi
-join_background
+asan_pid=$bg_pid asan_log=$bg_log
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer -----------------------------------------
 # Every process of the tests (the peers and registry daemons the multi-process tests start
@@ -100,9 +105,14 @@ asan_tests() {  # asan_tests FAST_UNWIND CTEST_ARGS...
   LSAN_OPTIONS="suppressions=$root/tools/ci/lsan.supp:fast_unwind_on_malloc=$fast:print_suppressions=0" \
   UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1" \
   THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-1000} \
-    bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 -j 1 "$@"' _ "$san" "$@"
+    bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 "$@"' _ "$san" -j "$ctest_jobs" "$@"
 }
+# The ThreadSanitizer tree compiles beside the rest of the AddressSanitizer build and its tests.
 [[ $tsan_run == 1 ]] && background tsan-build tsan_build
+tsan_pid=$bg_pid tsan_log=$bg_log
+bg_pid=$asan_pid bg_log=$asan_log
+phase "wait for the AddressSanitizer build" join_background
+bg_pid=$tsan_pid bg_log=$tsan_log
 phase "ctest sched, sim (address,undefined: $san)" asan_tests 1 -L "sched|sim" || rc=1
 phase "ctest unit, multiproc (address,undefined: $san)" asan_tests 0 -L "unit|multiproc" -LE "sched|sim" -E "^Installed" || rc=1
 [[ $tsan_run == 1 ]] && join_background

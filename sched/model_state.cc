@@ -2,6 +2,7 @@
 // versions are available, how a spec (absolute, latest, latest-k) resolves, and how loaded
 // a source is.
 #include <algorithm>
+#include <iterator>
 
 #include "sched/core.h"
 
@@ -180,6 +181,16 @@ Status Core::resolve(const Member& m, Version spec, Version* out, std::string* d
                       : "only " + std::to_string(seen) + " versions of model " + m.model +
                             " are available";
   return Status::kNotFound;
+}
+
+Version Core::older_servable(const Member& m, Version v, Version newer_than) const {
+  const Model* md = model_of(m);
+  if (!md) return -1;
+  for (auto it = std::make_reverse_iterator(md->holders.lower_bound(v)); it != md->holders.rend(); ++it) {
+    if (it->first <= newer_than) break;
+    if (complete_replica(*this, *md, it->first, m.num_shards) && replica_will_serve(m, it->first)) return it->first;
+  }
+  return -1;
 }
 
 int Core::live_leases(MemberId id) const {

@@ -126,8 +126,11 @@ void Core::lose_round(Member& m, const Pending* p, Status s, const std::string& 
   if (s == Status::kVersionLost && t.spec < 0 && t.moves < kMaxMoves) {
     Version v2 = -1;
     std::string d2;
-    if (resolve(m, t.spec, &v2, &d2) == Status::kOk && v2 > t.newer_than && v2 != t.version &&
-        replica_will_serve(m, v2)) {
+    // The newest version a replica will serve whole: the resolved one, or, when that is the
+    // lost one or its holders drain too, the newest older one that stays.
+    if (resolve(m, t.spec, &v2, &d2) == Status::kOk && (v2 == t.version || !replica_will_serve(m, v2)))
+      v2 = older_servable(m, v2, t.newer_than);
+    if (v2 >= 0 && v2 > t.newer_than && v2 != t.version && replica_will_serve(m, v2)) {
       moved = true;
       ++t.moves;
       t.version = v2;

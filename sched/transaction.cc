@@ -315,10 +315,17 @@ bool Core::try_replicate(const Pending& p) {
   std::optional<std::string> src;
   if (st == Status::kOk) {
     src = choose_replica(m, v);
+    // One replica serves every shard (a transaction has one source replica): wait for a
+    // replica that will, even if each shard alone has some holder elsewhere.
+    if (!src && replica_will_serve(m, v)) return false;  // busy or not yet complete: deferred
+    // A relative spec whose newest version is going (its holders drain) takes the newest
+    // version that stays (issue 18: VERSION_LOST only when nothing newer than it holds is left).
+    if (Version older = !src && p.spec < 0 ? older_servable(m, v, p.newer_than) : -1; older >= 0) {
+      v = older;
+      src = choose_replica(m, v);
+      if (!src) return false;  // a replica will serve it: deferred
+    }
     if (!src) {
-      // One replica serves every shard (a transaction has one source replica): wait for a
-      // replica that will, even if each shard alone has some holder elsewhere.
-      if (replica_will_serve(m, v)) return false;  // busy or not yet complete: deferred
       st = Status::kVersionLost;
       detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
     }

@@ -42,8 +42,13 @@ void Core::begin_update(const Replicate& e, Member& m) {
       detail = "nothing newer than " + std::to_string(e.newer_than) + " is available (" + detail + ")";
     }
     if (st == Status::kOk && v > e.newer_than && !replica_will_serve(m, v)) {
-      st = Status::kVersionLost;
-      detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+      // As a replicate (transaction.cc): a relative spec takes the newest version that stays.
+      if (Version older = e.spec < 0 ? older_servable(m, v, e.newer_than) : -1; older >= 0) {
+        v = older;
+      } else {
+        st = Status::kVersionLost;
+        detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
+      }
     }
     if (m.num_shards > 1) {
       Transaction t;  // fixes the version for the other shards; the source comes later

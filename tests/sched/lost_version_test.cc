@@ -73,6 +73,32 @@ TEST(LostVersionTest, ReaderOfTheLostVersionGetsVersionLostAndItsPrefixDrains) {
   EXPECT_EQ(g2->version, 0);
 }
 
+// A latest request of a replica whose own host copy is the only holder of the newest version:
+// a replica is never its own source, so it takes the newest version another replica serves.
+// Before, it was answered VERSION_LOST while v0 stayed published (the faultless simulation,
+// issue 18: seed 161, a rollout retained the version it had unpublished and asked again).
+TEST(LostVersionTest, LatestSkipsANewestVersionHeldOnlyByTheRequestersOwnHostCopy) {
+  Harness h;
+  for (ClientId c = 1; c <= 3; ++c) h.connect(c);
+  MemberId t0 = h.open(1, "pol", "t0", 0, 1, /*retain=*/2), t1 = h.open(3, "pol", "t1");
+  MemberId r = h.open(2, "pol", "r");
+  ASSERT_EQ(h.publish(1, t0, 0), Status::kOk);
+  ASSERT_EQ(h.publish(3, t1, 1), Status::kOk);
+  auto g = h.replicate_now(2, r, -1);
+  ASSERT_TRUE(g && g->status == Status::kOk && g->version == 1 && g->source == t1);
+  ASSERT_EQ(h.reply_to(2, h.done(2, r, g->lease))->status, Status::kOk);
+  ASSERT_EQ(h.reply_to(3, h.unpublish(3, t1))->status, Status::kOk);  // r holds v1 still
+  RequestId u = h.unpublish(2, r);  // the last holder of a retained version: a host copy first
+  ASSERT_EQ(h.all<Offload>().size(), 1u);
+  ASSERT_EQ(h.reply_to(2, h.offload_done(2, r, 1, "host-r"))->status, Status::kOk);
+  ASSERT_EQ(h.reply_to(2, u)->status, Status::kOk);
+  auto again = h.replicate_now(2, r, -1);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, Status::kOk) << again->detail;
+  EXPECT_EQ(again->version, 0);
+  EXPECT_EQ(again->source, t0);
+}
+
 // A deferred request for the latest is resolved again whenever it is retried: when the
 // version it would get is lost meanwhile, it moves on. (Without pipelining, so that the
 // request waits: a partial holder would be a free source.)

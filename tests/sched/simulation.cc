@@ -19,6 +19,7 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   trace_ = std::getenv("THUB_SIM_TRACE") != nullptr;
   strict_ = std::getenv("THUB_SIM_STRICT") != nullptr;
   timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
+  faultless_ = std::getenv("THUB_SIM_FAULTLESS") != nullptr;
   agree_ = !std::getenv("THUB_SIM_AGREE") || std::string(std::getenv("THUB_SIM_AGREE")) != "0";
   agree_failover_ = std::getenv("THUB_SIM_AGREE_FAILOVER") != nullptr;
   cfg_.heartbeat_timeout = 300 * kMs;
@@ -48,6 +49,7 @@ SimResult World::run() {
   run_until(end);
   if (res_.ok) liveness();
   if (res_.ok) client_liveness();
+  if (res_.ok && faultless_) check_relative_liveness();
   res_.trace_hash = hash_;
   return res_;
 }
@@ -306,6 +308,14 @@ void World::restart_registry() {
 }
 
 void World::chaos() {
+  if (faultless_) {  // replicas still join (elasticity is no fault)
+    if (actors_.size() < 12 && chance(5)) {
+      add_actor();
+      join(static_cast<int>(actors_.size()) - 1);
+    }
+    for (size_t k = 0; k < actors_.size(); ++k) progress(static_cast<int>(k));
+    return;
+  }
   if (chance(5)) return restart_registry();
   if (chance(3) && reg_busy_until_ <= now_) {
     ++res_.stalls;

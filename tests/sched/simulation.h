@@ -34,7 +34,20 @@ struct SimResult {
   uint64_t rounds_failed_apart = 0;  // every shard failed, not all with the same error
   uint64_t rounds_unheld = 0, rounds_unheld_disagreeing = 0;  // with Config::round_hold 0  // shards told their round moved to a newer version
   std::string first_disagreement;  // the first disagreeing round, for the report
+  // liveness of relative requests (THUB_SIM_FAULTLESS): THUB_LATEST requests made while a
+  // version stayed published kStaysPublished after them (each must succeed), and the longest
+  // any of them took (virtual us)
+  uint64_t relative_checked = 0;
+  int64_t relative_longest_us = 0;
 };
+
+// THUB_SIM_FAULTLESS: a THUB_LATEST replicate or update made while some version of its model
+// stays published this long after it (virtual us) must succeed, within the second bound. The
+// first bound covers a request's wait for a reader slot on the version's holders (at 20 ms,
+// seeds 42, 74, 115 of 300 failed: the version went while the request waited for a slot, and
+// a latest request that finds nothing is answered NOT_FOUND).
+constexpr int64_t kRelativeStaysPublishedUs = 250'000;
+constexpr int64_t kRelativeServedWithinUs = 3'000'000;
 
 // Runs one seeded schedule: `steps` workload steps of 10 ms with faults, then a quiet phase
 // in which every outstanding request and operation must end.

@@ -150,7 +150,7 @@ void World::transmit(int i, uint64_t serial, const Event& ev) {
   at(arrive - now_, [=] {
     if (on_stream()) deliver(ev, epoch);
   });
-  if (!quiet_ && chance(10)) {  // duplicated
+  if (!calm() && chance(10)) {  // duplicated
     at(arrive - now_ + 3 * kMs, [=] {
       if (on_stream()) deliver(ev, epoch);
     });
@@ -187,13 +187,13 @@ void World::expire_request(int i, uint64_t serial, RequestId q) {
 void World::reply_to(int i, const Reply& rep) {
   const Actor& a = actors_[i];
   if (!a.alive || a.conn.cid != rep.client || a.conn.st != Conn::St::kUp || cut(i)) return;
-  if (!quiet_ && chance(10)) {
+  if (!calm() && chance(10)) {
     ++res_.lost;
     return;  // the reply is lost: the connection sends the request again
   }
   uint64_t serial = a.conn.serial;
   at(lat(), [=] { on_reply(i, serial, rep); });
-  if (!quiet_ && chance(10)) at(lat() + 3 * kMs, [=] { on_reply(i, serial, rep); });  // duplicated
+  if (!calm() && chance(10)) at(lat() + 3 * kMs, [=] { on_reply(i, serial, rep); });  // duplicated
 }
 
 void World::on_reply(int i, uint64_t serial, const Reply& rep) {
@@ -210,7 +210,7 @@ void World::on_reply(int i, uint64_t serial, const Reply& rep) {
   if (!res_.ok || !a.alive || a.sh[p.shard].reg != reg) return;
   on_grant_seen(i, p.shard, rep);
   // A fault past the connection: the machine itself must ignore an answer it already had.
-  if (!quiet_ && chance(5)) {
+  if (!calm() && chance(5)) {
     at(lat(), [=] {
       Actor& b = actors_[i];
       if (b.alive && p.shard < static_cast<int>(b.sh.size()) && b.sh[p.shard].reg == reg)

@@ -92,7 +92,7 @@ void World::act(int i, int s, const MachineAction& action) {
                 return fail(b.replica + "/" + std::to_string(s) + " was told to copy version " + std::to_string(v) +
                             " to host memory, but its buffers hold something else (phase " +
                             std::to_string(static_cast<int>(t.m->phase())) + ")");
-            if (chance(20)) {  // 2% of host copies fail (e.g. host memory exhausted)
+            if (!faultless_ && chance(20)) {  // 2% of host copies fail (e.g. host memory exhausted)
               ++res_.copy_failures;
               feed(i, s, client::HostCopyMade{v, false, "", "no host memory"});
               return;

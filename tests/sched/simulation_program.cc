@@ -25,13 +25,16 @@ void World::add_actor() {
   if (!chunks_.count(a.model)) chunks_[a.model] = 2 + static_cast<int>(r(kMaxChunks - 1));
   // THUB_Info timeout_ms: a replicate still asked past it is withdrawn (docs/client.md).
   if (timeouts_ && chance(200)) a.timeout = (150 + static_cast<Time>(r(350))) * kMs;
+  // Faultless worlds: half the trainers take long steps (a version stays published 300-800
+  // ms, as a real trainer's does for a step), so that latest requests meet versions that stay.
+  if (faultless_ && a.trainer) a.long_steps = chance(500);
   actors_.push_back(std::move(a));
 }
 
 int World::model_shards(int model) {
   auto it = shards_.find(model);
   if (it != shards_.end()) return it->second;
-  int n = chance(500) ? 1 : 2 + static_cast<int>(r(3));
+  int n = faultless_ ? 1 + static_cast<int>(r(16)) : chance(500) ? 1 : 2 + static_cast<int>(r(3));
   shards_[model] = n;
   return n;
 }
@@ -77,7 +80,9 @@ void World::progress(int i) {
   if (!a.alive || a.thinking || quiet_ || a.sh.empty() || !idle(a)) return;
   a.thinking = true;
   uint64_t proc = a.proc;
-  at((5 + static_cast<Time>(r(100))) * kMs, [=] {
+  Time think = (5 + static_cast<Time>(r(100))) * kMs;
+  if (a.long_steps && a.sh[0].user_held >= 0) think = (300 + static_cast<Time>(r(500))) * kMs;
+  at(think, [=] {
     Actor& b = actors_[i];
     if (b.proc != proc || !b.alive) return;
     b.thinking = false;
@@ -122,7 +127,7 @@ void World::next_phase(int i) {
     ++a.round;
     Version spec = chance(200) ? -2 : -1;
     for (int s = 0; s < a.n; ++s)
-      start_op(i, s, OpRecord::Kind::kUpdate, spec, true, static_cast<Time>(r(20)) * kMs, chance(30));
+      start_op(i, s, OpRecord::Kind::kUpdate, spec, true, static_cast<Time>(r(20)) * kMs, !faultless_ && chance(30));
     return;
   }
   if (any_hold) {
@@ -144,7 +149,7 @@ void World::next_phase(int i) {
   }
   bool update = chance(200);  // THUB_Update holding nothing: a plain replicate
   for (int s = 0; s < a.n; ++s)
-    start_op(i, s, OpRecord::Kind::kReplicate, spec, update, static_cast<Time>(r(20)) * kMs, chance(30));
+    start_op(i, s, OpRecord::Kind::kReplicate, spec, update, static_cast<Time>(r(20)) * kMs, !faultless_ && chance(30));
 }
 
 // Buffers the program was told it holds nothing in are its own: it may write them at any
@@ -184,6 +189,10 @@ void World::start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, T
     rec.cancel = cancel;
     rec.gen = b.conn.gen;
     sh.ops[op] = rec;
+    if (faultless_ && b.trainer && (k == OpRecord::Kind::kUnpublish || k == OpRecord::Kind::kClose)) {
+      for (Publication& p : publications_)  // its versions are published until now at most
+        if (p.actor == i && p.proc == b.proc && p.to < 0) p.to = now_;
+    }
     MachineEvent ev = client::OpOpen{op, b.conn.gen};
     switch (k) {
       case OpRecord::Kind::kOpen: break;

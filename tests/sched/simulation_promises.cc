@@ -5,6 +5,7 @@
 // it; a failed replicate leaves nothing half-received; an unpublish or close invalidates the
 // counter before it returns (the user may overwrite then); and after the faults stop every
 // operation ends (liveness).
+#include <algorithm>
 #include <string>
 #include <variant>
 
@@ -111,6 +112,17 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
       if (t != want) return fail(what + ": published buffers that do not hold the version");
   }
   if ((o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate) && a.n > 1) record_round(i, s, o, c);
+  if (faultless_ && ok && o.kind == OpRecord::Kind::kPublish && a.trainer) {
+    auto p = std::find_if(publications_.begin(), publications_.end(), [&](const Publication& x) {
+      return x.actor == i && x.proc == a.proc && x.v == c.version && x.to < 0;
+    });
+    if (p == publications_.end()) p = publications_.insert(publications_.end(), Publication{a.model, i, a.proc, c.version});
+    if (++p->shards == a.n) p->from = now_;  // every shard of the replica has published it
+  }
+  if (faultless_ && !o.cancel && o.arg == -1 && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate))
+    relative_ops_.push_back(
+        RelativeOp{i, a.proc, o.round, a.model, s, o.kind == OpRecord::Kind::kUpdate, o.started, now_, c.code, c.version,
+                   o.before});
   sh.user_held = c.version;
   if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
   // A publish that the registry took starts the staging behind it.
@@ -182,6 +194,40 @@ void World::mark_skewed(ClientId c, const std::string& why) {
   skewed_.insert(c);
   ++res_.skewed;
   trace(actors_[ss->second.actor].replica + " client " + std::to_string(c) + " is skewed: " + why);
+}
+
+// Liveness of relative requests (issue 18 item 3), in a world without faults: a THUB_LATEST
+// replicate made while some version of its model was published, and stayed published
+// kStaysPublished after it, ends with THUB_SUCCESS, within kServedWithin; an update, when that
+// version is newer than what it held (else it may be NOT_UPDATED, or VERSION_LOST when the
+// newer version it began to read into its own buffers went: docs/sched.md).
+// A replica of several shards makes the request when its round's first shard asks: every
+// shard of the round has the round's outcome (agreement), decided from then on.
+void World::check_relative_liveness() {
+  std::map<std::tuple<int, uint64_t, int>, Time> made;  // (actor, process, round): its first shard's start
+  for (const RelativeOp& op : relative_ops_) {
+    auto [it, fresh] = made.emplace(std::make_tuple(op.actor, op.proc, op.round), op.started);
+    if (!fresh) it->second = std::min(it->second, op.started);
+  }
+  for (const RelativeOp& op : relative_ops_) {
+    const Time asked = made.at(std::make_tuple(op.actor, op.proc, op.round));
+    Version witness = -1;
+    for (const Publication& p : publications_) {
+      if (p.model != op.model || p.from < 0 || p.from > asked) continue;
+      if ((p.to < 0 ? now_ : p.to) >= asked + kStaysPublished) witness = std::max(witness, p.v);
+    }
+    if (op.update && witness <= op.before) witness = -1;  // nothing newer than it held stayed
+    if (witness < 0) continue;
+    ++res_.relative_checked;
+    res_.relative_longest_us = std::max<int64_t>(res_.relative_longest_us, op.ended - asked);
+    const std::string who = actors_[op.actor].replica + "/" + std::to_string(op.shard) + " " +
+                            (op.update ? "update" : "replicate") + " of latest started at " + std::to_string(op.started) +
+                            " (version " + std::to_string(witness) + " stayed published)";
+    const bool served = op.code == Code::kSuccess;
+    if (!served) return fail(who + " ended with code " + std::to_string(static_cast<int>(op.code)) + " at " + std::to_string(op.ended));
+    if (op.ended - asked > kServedWithin)
+      return fail(who + " took " + std::to_string((op.ended - asked) / kMs) + " ms from its round's start, more than its bound");
+  }
 }
 
 void World::client_liveness() {

@@ -76,12 +76,12 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   j.last_progress = now_;
   j.per_chunk = (1 + static_cast<Time>(r(3))) * kMs;
   if (actors_[j.src.actor].dc != me.dc) j.per_chunk = (5 + static_cast<Time>(r(10))) * kMs;  // the slow link
-  if (!quiet_ && chance(50)) j.per_chunk = (20 + static_cast<Time>(r(60))) * kMs;             // a slow read
-  if (!quiet_ && chance(20)) j.stall_at = now_ + static_cast<Time>(r(static_cast<uint64_t>(j.per_chunk * total + 1)));
+  if (!calm() && chance(50)) j.per_chunk = (20 + static_cast<Time>(r(60))) * kMs;             // a slow read
+  if (!calm() && chance(20)) j.stall_at = now_ + static_cast<Time>(r(static_cast<uint64_t>(j.per_chunk * total + 1)));
   j.started = now_;
   // Reader-side failures of a healthy source: 2% of the reads of a complete source break on
   // the reader's own side (its link, its process) and are reported as the source's failure.
-  if (!quiet_ && !a.source_partial && j.held < total && chance(20))
+  if (!calm() && !a.source_partial && j.held < total && chance(20))
     j.false_report = j.held + static_cast<int>(r(static_cast<uint64_t>(total - j.held)));
   sh.job = j;
   trace(me.replica + "/" + std::to_string(s) + " transfer " + std::to_string(a.transfer) + " of v" +
@@ -115,7 +115,7 @@ void World::land(int i, int s, uint64_t serial, int k) {
   Counter c;
   const std::vector<Tag>* src = source_now(j->src, &c);
   if (!src) return end_transfer(i, s, Code::kTransport, true, "a get failed: the source's memory is gone");
-  if (!quiet_ && chance(2)) return end_transfer(i, s, Code::kTransport, false, "copying out to the tensors failed");
+  if (!calm() && chance(2)) return end_transfer(i, s, Code::kTransport, false, "copying out to the tensors failed");
   Shard& sh = actors_[i].sh[s];
   sh.chunks[k] = (*src)[k];  // our buffers change as bytes land; the counter says what counts
   j->landed = std::max(j->landed, k + 1);

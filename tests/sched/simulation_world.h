@@ -176,6 +176,7 @@ struct Conn {            // the process's registry connection (src/registry/conn
 
 struct Actor {           // one replica (all its shards in one process)
   bool trainer = false, spot = false, alive = false;
+  bool long_steps = false;  // faultless worlds: a trainer that keeps each version 300-800 ms
   int retain = 0, n = 1, model = 0;
   std::string name, replica, dc;
   Time timeout = 0;      // the context's timeout_ms: a deadline on every request (0: none)
@@ -270,6 +271,7 @@ class World {
   void on_complete(int i, int s, const client::CompleteOp& c);
   void on_grant_seen(int i, int s, const Reply& rep);
   void client_liveness();
+  void check_relative_liveness();
   void mark_skewed(ClientId c, const std::string& why);
 
   // ---- the registry seen from outside, and its invariants (simulation_checks.cc)
@@ -317,6 +319,12 @@ class World {
   // Off by default (its draws would change every seed's schedule, and with it the trace
   // hashes other work compares); SimulationTest.DeadlinesOnOperations turns it on:
   bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
+  // THUB_SIM_FAULTLESS: no injected fault at all (no crash, partition, registry stall or
+  // restart, no lost, duplicated or replayed message, no slow, stalling or failing read, no
+  // failed host copy, no cancel), models of 1-16 shards; the liveness of relative requests is
+  // checked then (check_relative_liveness). Off by default, for the same reason as timeouts_.
+  bool faultless_ = false;
+  bool calm() const { return quiet_ || faultless_; }  // no fault is injected now
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }
   Config cfg_;
@@ -379,6 +387,17 @@ class World {
   // those where a shard was decided more than round_hold later (the registry no longer waits
   // for such a shard: Config::round_hold; the round is not compared).
   std::map<std::tuple<int, uint64_t, int>, Time> round_opened_;
+  // Liveness of relative requests (faultless worlds): when each trainer replica's versions
+  // were published (every shard's publish completed) and until when (its first shard began
+  // to unpublish or close), and every THUB_LATEST replicate or update that ended.
+  struct Publication { int model = 0; int actor = 0; uint64_t proc = 0; Version v = -1; int shards = 0; Time from = -1, to = -1; };
+  std::vector<Publication> publications_;
+  struct RelativeOp {
+    int actor = 0; uint64_t proc = 0; int round = 0; int model = 0; int shard = 0; bool update = false;
+    Time started = 0, ended = 0; Code code = Code::kSuccess; Version held = -1;
+    Version before = -1;  // held when it started
+  };
+  std::vector<RelativeOp> relative_ops_;
   std::set<std::tuple<int, uint64_t, int>> late_rounds_;
   uint64_t hash_ = 1469598103934665603ull;
 };
@@ -393,5 +412,9 @@ constexpr Time kConnectTimeout = 200 * kMs;   // registry_connect_timeout_ms
 constexpr Time kStallTimeout = 200 * kMs;     // stall_timeout_ms of a transfer
 constexpr Time kPartialPatience = 600 * kMs;  // a reader gives up on a partial source then
 constexpr int kMaxChunks = 8;
+// Relative requests in a faultless world (simulation.h): one made while some version of its
+// model stays published for kStaysPublished after it succeeds, within kServedWithin.
+constexpr Time kStaysPublished = kRelativeStaysPublishedUs;
+constexpr Time kServedWithin = kRelativeServedWithinUs;
 
 }  // namespace thub::sched::sim::detail

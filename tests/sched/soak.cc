@@ -3,6 +3,7 @@
 // Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=1 (the round check is not
 // exempted for a shard that asks a registry alone after a failover), THUB_SIM_TIMEOUTS=1
 // (some contexts set timeout_ms; docs/sched.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   }
   auto t0 = std::chrono::steady_clock::now();
   uint64_t failed = 0, events = 0, ops = 0, skewed = 0, rounds = 0, disagreeing = 0, excused = 0, seeds_disagreeing = 0, over_failover = 0, moved = 0, unheld = 0, unheld_dis = 0, apart = 0;
+  uint64_t relative = 0;
+  int64_t relative_longest = 0;
   std::string first_disagreement;
   for (uint64_t s = first; s < first + seeds; ++s) {
     auto r = thub::sched::sim::run_simulation(s, steps);
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
     apart += r.rounds_failed_apart;
     unheld_dis += r.rounds_unheld_disagreeing;
     seeds_disagreeing += r.rounds_disagreeing > 0;
+    relative += r.relative_checked;
+    relative_longest = std::max(relative_longest, r.relative_longest_us);
     if (first_disagreement.empty() && !r.first_disagreement.empty())
       first_disagreement = "seed " + std::to_string(s) + ": " + r.first_disagreement;
     if (!r.ok) {
@@ -65,5 +70,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(apart), static_cast<unsigned long long>(unheld),
               static_cast<unsigned long long>(unheld_dis),
               first_disagreement.empty() ? "" : "; first: ", first_disagreement.c_str());
+  if (relative > 0)  // THUB_SIM_FAULTLESS
+    std::printf("latest requests made while a version stayed published %lld ms after them: %llu, every one served "
+                "(bound %lld ms); the longest took %.1f ms from its round's start\n",
+                static_cast<long long>(thub::sched::sim::kRelativeStaysPublishedUs / 1000), static_cast<unsigned long long>(relative),
+                static_cast<long long>(thub::sched::sim::kRelativeServedWithinUs / 1000), static_cast<double>(relative_longest) / 1000.0);
   return failed ? 1 : 0;
 }

@@ -90,7 +90,7 @@ TEST(ReplyLimitTest, NearLimitDescriptorIsRefusedAndTheEmbeddedRegistrySurvives)
 }
 
 TEST(ReplyLimitTest, NearLimitDescriptorIsRefusedAndTheDaemonSurvives) {
-  Daemon d({"--no-pipeline"});
+  Daemon d({"--no-pipeline", "--heartbeat-timeout-ms", "600000"});  // as patient()
   ASSERT_FALSE(d.address.empty());
   near_limit_publish_then_replicate(d.address);
   EXPECT_TRUE(d.alive());

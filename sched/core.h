@@ -273,9 +273,10 @@ class Core {
   // Resolves a spec to an absolute version or an error reply status. Relative specs count
   // only available versions: a lost version is skipped, so "latest" moves on.
   Status resolve(const Member& m, Version spec, Version* out, std::string* detail) const;
-  // For a relative spec whose resolved version v no replica will serve whole (its holders
-  // drain or are gone): the newest older version, newer than newer_than, that one will; -1
-  // if none (then v is lost for this request).
+  // For a relative spec whose resolved version v no other replica will serve whole (its
+  // holders drain, or the only complete one is the requester's own replica, e.g. its host
+  // copy: a replica is never its own source): the newest older version, newer than
+  // newer_than, that one will; -1 if none (then v is lost for this request).
   Version older_servable(const Member& m, Version v, Version newer_than) const;
   int live_leases(MemberId m) const;
   int load(MemberId m) const;       // leases (orphans not) + reserved transaction slots

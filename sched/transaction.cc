@@ -318,8 +318,9 @@ bool Core::try_replicate(const Pending& p) {
     // One replica serves every shard (a transaction has one source replica): wait for a
     // replica that will, even if each shard alone has some holder elsewhere.
     if (!src && replica_will_serve(m, v)) return false;  // busy or not yet complete: deferred
-    // A relative spec whose newest version is going (its holders drain) takes the newest
-    // version that stays (issue 18: VERSION_LOST only when nothing newer than it holds is left).
+    // A relative spec whose newest version no other replica will serve (its holders drain, or
+    // only this replica's own host copy holds it) takes the newest version another replica
+    // serves (issue 18: VERSION_LOST only when nothing newer than it holds is left).
     if (Version older = !src && p.spec < 0 ? older_servable(m, v, p.newer_than) : -1; older >= 0) {
       v = older;
       src = choose_replica(m, v);

@@ -121,8 +121,7 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
   }
   if (faultless_ && !o.cancel && o.arg == -1 && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate))
     relative_ops_.push_back(
-        RelativeOp{i, a.proc, o.round, a.model, s, o.kind == OpRecord::Kind::kUpdate, o.started, now_, c.code, c.version,
-                   o.before});
+        RelativeOp{i, a.proc, o.round, a.model, s, o.kind == OpRecord::Kind::kUpdate, o.started, now_, c.code, o.before});
   sh.user_held = c.version;
   if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
   // A publish that the registry took starts the staging behind it.
@@ -223,8 +222,7 @@ void World::check_relative_liveness() {
     const std::string who = actors_[op.actor].replica + "/" + std::to_string(op.shard) + " " +
                             (op.update ? "update" : "replicate") + " of latest started at " + std::to_string(op.started) +
                             " (version " + std::to_string(witness) + " stayed published)";
-    const bool served = op.code == Code::kSuccess;
-    if (!served) return fail(who + " ended with code " + std::to_string(static_cast<int>(op.code)) + " at " + std::to_string(op.ended));
+    if (op.code != Code::kSuccess) return fail(who + " ended with code " + std::to_string(static_cast<int>(op.code)) + " at " + std::to_string(op.ended));
     if (op.ended - asked > kServedWithin)
       return fail(who + " took " + std::to_string((op.ended - asked) / kMs) + " ms from its round's start, more than its bound");
   }

@@ -394,7 +394,7 @@ class World {
   std::vector<Publication> publications_;
   struct RelativeOp {
     int actor = 0; uint64_t proc = 0; int round = 0; int model = 0; int shard = 0; bool update = false;
-    Time started = 0, ended = 0; Code code = Code::kSuccess; Version held = -1;
+    Time started = 0, ended = 0; Code code = Code::kSuccess;
     Version before = -1;  // held when it started
   };
   std::vector<RelativeOp> relative_ops_;

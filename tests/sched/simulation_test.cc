@@ -194,9 +194,9 @@ TEST(SimulationTest, DeadlinesOnOperations) {
 }
 
 // Liveness of relative requests (issue 18 item 3), in worlds without faults
-// (THUB_SIM_FAULTLESS: simulation_world.h; models of 1-16 shards): every THUB_LATEST replicate
-// or update made while a version of its model stayed published kRelativeStaysPublishedUs after
-// it succeeds (an update may find it holds that version already), within
+// (THUB_SIM_FAULTLESS: simulation_world.h; models of 1-16 shards): every THUB_LATEST request
+// made while a version of its model stayed published kRelativeStaysPublishedUs after it
+// succeeds (an update, when that version is newer than what it held), within
 // kRelativeServedWithinUs of its round's first shard. The check failed on seeds of this test
 // while it compared a later shard's start, not its round's (the round's outcome is decided
 // from its first shard on).

@@ -258,6 +258,20 @@ bool Core::try_replicate(const Pending& p) {
       return true;
     }
     Version v = t.version;
+    if (p.spec >= 0 && v != p.spec && t.commit && t.spec < 0) {
+      // A shard resuming at this registry the version an earlier one granted it in this round,
+      // while a sibling asked the round afresh here first and got another (the shards made
+      // one relative call): the round moved. It gives up what it holds and asks again.
+      Reply rep = make_reply(p.client, p.req);
+      rep.status = Status::kVersionLost;
+      rep.version = v;
+      rep.detail = "this replica's round " + std::to_string(t.round) + " is at version " + std::to_string(v) +
+                   " at this registry, not " + std::to_string(p.spec) + ": the round moved";
+      t.joined.erase(m.shard);
+      t.returning.insert(m.shard);
+      reply(std::move(rep));
+      return true;
+    }
     if (p.spec >= 0 && v != p.spec) {
       finish_shard(r, p.round, m.shard);
       answer_alone(p, m);

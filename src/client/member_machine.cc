@@ -70,8 +70,12 @@ void MemberMachine::tell_round_done() {
   if (id_.num_shards < 2 || !up_ || member_ == 0) return;
   // A replicate still to be (re-)asked here is in its round; one granted is done with it.
   uint64_t done = rounds_;
-  if (op_ && op_->kind == Kind::kReplicate && phase_ != Phase::kReceiving &&
-      (op_->stage == Stage::kPreparing || op_->stage == Stage::kAsked || op_->stage == Stage::kWaitRegistry))
+  // A round in progress in a replica of several shards, granted or not, is asked (or
+  // resumed) here by this shard itself: the transaction it opens or joins waits for it.
+  if (op_ && op_->kind == Kind::kReplicate &&
+      (in_round() || (phase_ != Phase::kReceiving && (op_->stage == Stage::kPreparing ||
+                                                      op_->stage == Stage::kAsked ||
+                                                      op_->stage == Stage::kWaitRegistry))))
     done = rounds_ - 1;
   const int64_t version = granted_round_ == done ? granted_version_ : -1;
   if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done, version});
@@ -501,6 +505,15 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
   Op& op = *op_;
   switch (op.stage) {
     case Stage::kDoneSent:
+      if (code == Code::kRegistry && in_round()) {
+        // The round's commit was lost with its registry: its other shards may get another
+        // answer at the next one. This shard resumes the round there with what it holds
+        // (a resume at its end: nothing left to read), and ends with that round's answer.
+        phase_ = Phase::kReceiving;
+        wait_registry();
+        if (back_already) resume_op();
+        return;
+      }
       if (code == Code::kRegistry) {
         // The data is whole and checked; only the registry is gone: the next one learns it.
         phase_ = Phase::kHolding;
@@ -630,6 +643,15 @@ void MemberMachine::on(const TransferEnded& e) {
   have_ = e.held;
   if (e.code == Code::kSuccess) {
     counters_.replications++;
+    if ((grant_generation_ != generation_ || !up_ || member_ == 0) && in_round()) {
+      // Whole, but the registry that granted it is gone, and with it the round's commit: the
+      // round is resumed at the next registry (from its end), so that every shard gets one
+      // answer there.
+      if (unsettled() || open_pending_) return wait_registry();
+      op.stage = Stage::kRecovering;
+      send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_, op.round});
+      return;
+    }
     phase_ = Phase::kHolding;
     // Every byte was checked against the source's counter: it is this version whatever
     // became of the registry that granted it.

@@ -219,6 +219,11 @@ class MemberMachine {
   // a transaction of it that another shard opens there does not wait for this one.
   void tell_round_done();
   void resume_op();  // after a re-open or re-publish: a waiting operation sends its request
+  // The current operation is a replicate or update of a round of a replica of several shards
+  // (one outcome on every shard: its answer is the round's commit).
+  [[nodiscard]] bool in_round() const {
+    return op_ && op_->kind == Kind::kReplicate && op_->round > 0 && id_.num_shards > 1;
+  }
 
   MemberIdentity id_;
   std::vector<MachineAction> out_;

@@ -110,6 +110,21 @@ class MemberMachineTest : public ::testing::Test {
     ASSERT_EQ(completed()->code, Code::kSuccess);
     ASSERT_EQ(m.held(), v);
   }
+  // Shard `shard` of a replica of two shards, opened, asks round 1 for the latest and is
+  // granted v4 (lease 11): returns the transfer begun; *op: the operation.
+  uint64_t granted_in_round(int shard, uint64_t* op) {
+    m = MemberMachine{MemberIdentity{"m", "r", shard, 2, 0, false}};
+    open();
+    clear();
+    *op = next_op++;
+    step(OpReplicate{*op, -1, false});
+    step(Prepared{*op, 7, "fill", 1});
+    auto rep = sent<sched::Replicate>();
+    EXPECT_TRUE(rep);
+    if (!rep) return 0;
+    reply(rep->first, grant(4, 11));
+    return began();
+  }
   // The registry restarts: the connection is lost and comes back; the machine opens again
   // (answered with `member`) and publishes again what it holds.
   void failover(uint64_t generation, sched::MemberId member) {
@@ -539,16 +554,8 @@ TEST_F(MemberMachineTest, RoundCanceledBeforeItWasAskedIsToldDone) {
 // transaction of round 1 at the new registry, opened by its resume or by a sibling asking
 // afresh, waits for it, so that every shard gets one answer there).
 TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
-  m = MemberMachine{MemberIdentity{"m", "r", 0, 2, 0, false}};
-  open();
-  clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, -1, false});
-  step(Prepared{op, 7, "fill", 1});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  reply(rep->first, grant(4, 11));
-  uint64_t transfer = began();
+  uint64_t op = 0;
+  uint64_t transfer = granted_in_round(0, &op);
   ASSERT_NE(transfer, 0u);
   failover(1, 2);
   EXPECT_FALSE(sent<sched::Cancel>()) << "round 1 is in progress here: nothing may commit it without this shard";
@@ -566,16 +573,8 @@ TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
 // registry). It resumes its round there from its end, and ends with the round's answer: here
 // the round moved to v5 (a sibling asked it afresh first), so it gives v4 up and asks again.
 TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
-  m = MemberMachine{MemberIdentity{"m", "r", 0, 2, 0, false}};
-  open();
-  clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, -1, false});
-  step(Prepared{op, 7, "fill", 1});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  reply(rep->first, grant(4, 11));
-  uint64_t transfer = began();
+  uint64_t op = 0;
+  uint64_t transfer = granted_in_round(0, &op);
   clear();
   step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
   auto done = sent<sched::TransferDone>();
@@ -620,16 +619,8 @@ TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
 // The same when the transfer ends after the registry that granted it is gone: the round is
 // resumed at the next one from its end (a single shard ends with success at once, as before).
 TEST_F(MemberMachineTest, TransferEndingAfterItsRegistryWentResumesTheRound) {
-  m = MemberMachine{MemberIdentity{"m", "r", 1, 2, 0, false}};
-  open();
-  clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, -1, false});
-  step(Prepared{op, 7, "fill", 1});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  reply(rep->first, grant(4, 11));
-  uint64_t transfer = began();
+  uint64_t op = 0;
+  uint64_t transfer = granted_in_round(1, &op);
   failover(1, 2);
   clear();
   step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});

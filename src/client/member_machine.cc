@@ -68,15 +68,9 @@ void MemberMachine::finish(Code code, std::string detail) {
 
 void MemberMachine::tell_round_done() {
   if (id_.num_shards < 2 || !up_ || member_ == 0) return;
-  // A replicate still to be (re-)asked here is in its round; one granted is done with it.
-  uint64_t done = rounds_;
-  // A round in progress in a replica of several shards, granted or not, is asked (or
-  // resumed) here by this shard itself: the transaction it opens or joins waits for it.
-  if (op_ && op_->kind == Kind::kReplicate &&
-      (in_round() || (phase_ != Phase::kReceiving && (op_->stage == Stage::kPreparing ||
-                                                      op_->stage == Stage::kAsked ||
-                                                      op_->stage == Stage::kWaitRegistry))))
-    done = rounds_ - 1;
+  // A round in progress (a replicate of this replica of several shards, granted or not) is
+  // asked or resumed here by this shard itself: the transaction it opens or joins waits for it.
+  const uint64_t done = op_ && op_->kind == Kind::kReplicate ? rounds_ - 1 : rounds_;
   const int64_t version = granted_round_ == done ? granted_version_ : -1;
   if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done, version});
 }
@@ -648,9 +642,7 @@ void MemberMachine::on(const TransferEnded& e) {
       // round is resumed at the next registry (from its end), so that every shard gets one
       // answer there.
       if (unsettled() || open_pending_) return wait_registry();
-      op.stage = Stage::kRecovering;
-      send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_, op.round});
-      return;
+      return send_op_request();  // receiving: the resume of version_ in its round
     }
     phase_ = Phase::kHolding;
     // Every byte was checked against the source's counter: it is this version whatever

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
+#include <deque>
 #include <memory>
 #include <vector>
 
 #include "src/client/progress_counter.h"
+#include "src/client/transfer_machine.h"
 #include "src/common/host.h"
 #include "src/transport/worker.h"
 
@@ -30,12 +31,11 @@ int64_t now_us() {
       .count();
 }
 
-// One transfer, on the progress thread. Three kinds of reads go to the source: data chunks,
-// its integrity region (the flag word and one hash per 1 MiB block, fetched as the blocks
-// become ready, since a publisher may still be hashing behind publish), and its progress
-// counter (what is ready, and the seqlock's check). What has landed counts only once a later
-// counter read vouches for it; what is vouched for is verified (verify=true), its hashes are
-// copied into our own region, and only then does our counter show it.
+// One transfer, on the progress thread: the I/O of a TransferMachine. Three kinds of reads go
+// to the source: data chunks, its integrity region (the flag word and one checksum per 1 MiB
+// block) and its progress counter; the machine decides which, when, and what they vouch
+// for. Its steps are carried out in order: a completion that arrives while steps are being
+// carried out queues its own behind them (the machine is never asked twice at once).
 class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(Worker& w, TransferSpec s, std::function<void(uint64_t)> on_advance, std::function<void(TransferResult)> on_done)
@@ -45,30 +45,24 @@ class Job : public std::enable_shared_from_this<Job> {
   // (a source elsewhere: its endpoint or socket is closed; one read with process reads: the
   // reads still queued were dropped) or their source on this host exited.
   [[nodiscard]] bool settled() const {
-    return finished_ && (inflight_ == 0 || !local_ || clean_cancel_ || !process_alive(s_.source.pid));
+    return finished_ && (!m_ || m_->inflight() == 0 || !local_ || clean_cancel_ || !process_alive(s_.source.pid));
   }
 
  private:
-  void pump();
+  void run(std::vector<TransferStep> steps);
+  void carry_out(const TransferStep& step);
   void issue(uint64_t off, uint64_t len);
-  void on_chunk(uint64_t off, uint64_t len, size_t path, bool ok, const std::string& err);
-  void fetch_hashes();
-  void on_hashes(uint64_t upto, bool ok, const std::string& err);
-  void poll_counter();
-  void on_counter(bool ok, const std::string& err);
-  void advance();
-  void fail(Code code, const std::string& err, bool source_failed);
   size_t remote_segment(uint64_t off) const;
-  void finish();
-  void check_stall();
+  void finish(const TransferFinish& f);
   void watchdog();
-  // Integrity blocks whose bytes lie within the first `bytes` of the stream.
-  uint64_t blocks_within(uint64_t bytes) const { return bytes >= total_ ? blocks_ : bytes / kHashBlock; }
 
   Worker& w_;
   TransferSpec s_;
   std::function<void(uint64_t)> on_advance_;
   std::function<void(TransferResult)> on_done_;
+  std::unique_ptr<TransferMachine> m_;
+  std::deque<TransferStep> steps_;
+  bool running_ = false;
   bool finished_ = false;
   bool local_ = false;  // the source runs on this host: watch its pid
   bool clean_cancel_ = false;  // its reads cannot land once cancelled (Worker::reads_cancel_cleanly)
@@ -79,40 +73,8 @@ class Job : public std::enable_shared_from_this<Job> {
   std::vector<uint64_t> remote_off_;              // stream offset of each remote segment
   std::shared_ptr<RemoteKey> counter_key_;
   std::shared_ptr<RemoteKey> hash_key_;
-  // The source's integrity region is read here first and copied to ours once vouched for:
-  // a read abandoned by the watchdog that completes late lands in the job, not in our region.
-  std::vector<uint64_t> hash_buf_;
-
-  uint64_t total_ = 0;
-  uint64_t blocks_ = 0;     // integrity blocks of the stream
-  uint64_t issued_ = 0;     // next stream offset to request
-  uint64_t prefix_ = 0;     // contiguous bytes landed
-  uint64_t checked_ = 0;    // of those, bytes a later read of the source's counter vouched for
-  uint64_t held_ = 0;       // of those, what our counter shows (hashes copied, verified)
-  uint64_t ready_ = 0;      // bytes the source holds (as last seen)
-  uint64_t probe_ = 0;      // prefix_ when the counter read in flight was issued
-  std::map<uint64_t, uint64_t> completed_;  // completed ranges beyond the prefix: start -> end
-  int inflight_ = 0;
-  bool counter_pending_ = false;  // a counter read in flight or scheduled
-  // Integrity region: hash_buf_[0] is the flag, [1 + b] block b's hash.
-  bool hash_pending_ = false;
-  bool flag_landed_ = false;
-  uint64_t hash_issued_ = 0;   // blocks asked for
-  uint64_t hash_landed_ = 0;   // blocks landed
-  uint64_t probe_hashes_ = 0;  // hash_landed_ when the counter read in flight was issued
-  bool probe_flag_ = false;    // flag_landed_ then
-  uint64_t hash_checked_ = 0;  // blocks vouched for
-  bool flag_checked_ = false;  // the flag word vouched for
-  bool seen_fill_ = false;  // the source's counter has shown the fill it was granted with
-  uint64_t remote_counter_ = 0;
-  int64_t backoff_us_ = 20;
-  int64_t last_progress_ = 0;
-  uint64_t next_verify_block_ = 0;
-  uint64_t copied_hashes_ = 0;  // blocks whose hash is in our own region
-  Code fail_code_ = Code::kSuccess;
-  std::string fail_err_;
-  bool fail_source_ = false;
-  TransferStats stats_;
+  uint64_t remote_counter_ = 0;  // where counter reads land
+  uint64_t path_bytes_[transport::kReadPathCount] = {};
 };
 
 }  // namespace
@@ -125,42 +87,51 @@ namespace {
 
 void Job::start() {
   const auto& rsegs = s_.source.segments;
-  total_ = s_.local->total_bytes();
-  blocks_ = s_.local->hash_blocks();
-  // Resume at a block boundary: the integrity blocks are checked whole.
-  uint64_t start = std::min(s_.start, total_);
-  if (start < total_) start -= start % kHashBlock;
-  prefix_ = issued_ = checked_ = held_ = start;
-  next_verify_block_ = copied_hashes_ = blocks_within(start);
-  last_progress_ = now_us();
+  const uint64_t total = s_.local->total_bytes();
+  TransferPlan plan;
+  plan.total = total;
+  plan.block = kHashBlock;
+  plan.start = s_.start;
+  plan.epoch = s_.source.epoch;
+  plan.partial = s_.source_partial;
+  plan.may_lag = s_.source_may_lag;
+  plan.verify = s_.verify;
+  plan.chunk_size = s_.chunk_size;
+  plan.max_inflight = s_.max_inflight;
+  plan.vouch_bytes = kVouchBytes;
+  plan.stall_timeout_us = s_.stall_timeout_us;
+  plan.where = s_.where;
+  const Stream* local = s_.local;
+  plan.local_hash = [local](uint64_t b) { return local->hash_block(b); };
+  for (const auto& l : s_.local->segments()) plan.cuts.push_back(l.offset + l.bytes);
+  uint64_t off = 0;
+  for (const auto& r : rsegs) {
+    remote_off_.push_back(off);
+    off += r.bytes;
+    plan.cuts.push_back(off);
+  }
+  m_ = std::make_unique<TransferMachine>(std::move(plan));
   try {
     // The caller checked the descriptor against our plan (Holding::mismatch); these are the
     // executor's own bounds, so that nothing a peer sent can make it write outside our memory.
     uint64_t sum = 0;
     for (const auto& r : rsegs) {
-      if (r.bytes == 0 || r.bytes > total_ - sum) throw Error(Code::kLayout, "the source's stream does not match ours");
+      if (r.bytes == 0 || r.bytes > total - sum) throw Error(Code::kLayout, "the source's stream does not match ours");
       sum += r.bytes;
     }
-    if (sum != total_ || s_.source.hashes.bytes != s_.fill.hash_region_bytes() ||
-        s_.fill.hash_region_bytes() != (1 + blocks_) * sizeof(uint64_t) ||
+    if (sum != total || s_.source.hashes.bytes != s_.fill.hash_region_bytes() ||
+        s_.fill.hash_region_bytes() != (1 + s_.local->hash_blocks()) * sizeof(uint64_t) ||
         s_.source.counter.bytes != sizeof(uint64_t)) {
       throw Error(Code::kLayout, "the source's descriptor does not match this replica's stream");
     }
   } catch (const Error& e) {
-    fail(e.code(), e.what(), false);
-    return;
+    return run(m_->fail(e.code(), e.what(), false, now_us()));
   }
-  hash_buf_.assign(1 + blocks_, 0);
   try {
     local_ = s_.source.host == host_identity();
     bool error_handling = !local_ || w_.detects_local_peer_failure();
     peer_ = w_.peer(s_.source.worker_address, error_handling);
-    uint64_t off = 0;
-    for (const auto& r : rsegs) {
-      remote_off_.push_back(off);
-      off += r.bytes;
-      keys_.push_back(w_.remote_key(peer_, r.rkey));
-    }
+    for (const auto& r : rsegs) keys_.push_back(w_.remote_key(peer_, r.rkey));
     // The counter is read on its own endpoint: on the data endpoint its reply would wait
     // behind every chunk already asked for, and the reader would learn of new bytes only
     // after its link had gone idle.
@@ -169,62 +140,49 @@ void Job::start() {
     hash_key_ = w_.remote_key(counter_peer_, s_.source.hashes.rkey);
     clean_cancel_ = w_.reads_cancel_cleanly(peer_) && w_.reads_cancel_cleanly(counter_peer_);
   } catch (const Error& e) {
-    fail(Code::kTransport, e.what(), true);
-    return;
+    return run(m_->fail(Code::kTransport, e.what(), true, now_us()));
   }
-  ready_ = s_.source_partial ? 0 : total_;
-  if (total_ == 0 || held_ == total_) {
-    finish();
-    return;
-  }
-  watchdog();
-  if (s_.source_partial) {
-    poll_counter();  // learn what is ready first
-  } else {
-    pump();
+  run(m_->start(now_us()));
+  if (!finished_) {
+    auto self = shared_from_this();
+    w_.post_after(kWatchdogUs, [self] { self->watchdog(); });
   }
 }
 
-void Job::pump() {
-  if (fail_code_ != Code::kSuccess) {
-    if (inflight_ == 0 && !counter_pending_) finish();
-    return;
+void Job::run(std::vector<TransferStep> steps) {
+  for (auto& st : steps) steps_.push_back(std::move(st));
+  if (running_) return;
+  running_ = true;
+  while (!steps_.empty()) {
+    TransferStep st = std::move(steps_.front());
+    steps_.pop_front();
+    carry_out(st);
   }
-  const auto& lsegs = s_.local->segments();
-  const auto& rsegs = s_.source.segments;
-  while (inflight_ < s_.max_inflight && issued_ < ready_) {
-    // A get stays inside one local and one remote segment (the two sides may cut the
-    // same stream differently: direct vs copy mode).
-    const Segment& l = lsegs[s_.local->find(issued_)];
-    size_t ri = remote_segment(issued_);
-    uint64_t lleft = l.offset + l.bytes - issued_;
-    uint64_t rleft = remote_off_[ri] + rsegs[ri].bytes - issued_;
-    uint64_t len = std::min({s_.chunk_size, lleft, rleft, ready_ - issued_});
-    issue(issued_, len);
-    issued_ += len;
-  }
-  fetch_hashes();
-  if (counter_pending_) return;
-  if (ready_ < total_) {
-    // Follow a partial source's counter once everything it holds has been asked for (while
-    // the window is full, a landing chunk brings us back here first). Read it at once, then
-    // back off while starved, so that a waiting reader does not hammer the source over the
-    // network. (Reading it every 100 us while data moved cost each hop of a chain of 8 over
-    // TCP 10,000 round trips a second, on a box whose cores the whole chain shares.)
-    bool starved = issued_ >= ready_;
-    if (!starved) return;
-    check_stall();
-    if (fail_code_ != Code::kSuccess) return pump();
-    auto self = shared_from_this();
-    counter_pending_ = true;
-    w_.post_after(backoff_us_, [self] {
-      self->counter_pending_ = false;
-      if (!self->finished_) self->poll_counter();
-    });
-    backoff_us_ = std::min<int64_t>(backoff_us_ * 2, 2000);
-  } else if (prefix_ - checked_ >= kVouchBytes || (prefix_ == total_ && prefix_ > checked_) ||
-             hash_landed_ > hash_checked_ || (flag_landed_ && !flag_checked_)) {
-    poll_counter();  // vouch for what has landed since the last read
+  running_ = false;
+}
+
+void Job::carry_out(const TransferStep& step) {
+  auto self = shared_from_this();
+  if (const auto* c = std::get_if<ReadChunk>(&step)) {
+    issue(c->off, c->len);
+  } else if (const auto* h = std::get_if<ReadHashes>(&step)) {
+    const uint64_t upto = h->upto;
+    w_.get(counter_peer_, m_->hash_words() + h->first, h->words * sizeof(uint64_t),
+           s_.source.hashes.addr + h->first * sizeof(uint64_t), *hash_key_,
+           [self, upto](bool ok, const std::string& err) { self->run(self->m_->on_hashes(upto, ok, err, now_us())); });
+  } else if (std::holds_alternative<ReadCounter>(step)) {
+    w_.get(counter_peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
+           [self](bool ok, const std::string& err) {
+             self->run(self->m_->on_counter(ok, self->remote_counter_, err, now_us()));
+           });
+  } else if (const auto* r = std::get_if<ReadCounterAfter>(&step)) {
+    w_.post_after(r->delay_us, [self] { self->run(self->m_->on_retry(now_us())); });
+  } else if (const auto* sh = std::get_if<ShowHeld>(&step)) {
+    // Checksums first, then our counter (FillWriter::show), for readers chained on us.
+    s_.fill.show(sh->flag, m_->hash_words() + 1, sh->hashes_from, sh->hashes_to, sh->held);
+    if (sh->advanced && on_advance_) on_advance_(sh->held);
+  } else if (const auto* f = std::get_if<TransferFinish>(&step)) {
+    finish(*f);
   }
 }
 
@@ -237,205 +195,50 @@ void Job::issue(uint64_t off, uint64_t len) {
   const Segment& l = s_.local->segments()[s_.local->find(off)];
   size_t ri = remote_segment(off);
   auto self = shared_from_this();
-  inflight_++;
-  stats_.gets++;
   const auto path = static_cast<size_t>(transport::Worker::read_path(*peer_, *keys_[ri]));
   w_.get(peer_, l.addr + (off - l.offset), len, s_.source.segments[ri].addr + (off - remote_off_[ri]), *keys_[ri],
-         [self, off, len, path](bool ok, const std::string& err) { self->on_chunk(off, len, path, ok, err); });
-}
-
-void Job::on_chunk(uint64_t off, uint64_t len, size_t path, bool ok, const std::string& err) {
-  inflight_--;
-  if (finished_) return;  // abandoned by the watchdog
-  if (!ok) {
-    fail(Code::kTransport, err, true);
-    return pump();
-  }
-  stats_.bytes += len;
-  stats_.path_bytes[path] += len;
-  last_progress_ = now_us();
-  completed_[off] = off + len;
-  while (!completed_.empty() && completed_.begin()->first == prefix_) {
-    prefix_ = completed_.begin()->second;
-    completed_.erase(completed_.begin());
-  }
-  pump();
-}
-
-// The source's hashes of the blocks it holds are final (it writes a block's hash before its
-// counter passes the block): read those not read yet, with the flag word the first time.
-void Job::fetch_hashes() {
-  if (hash_pending_ || finished_ || fail_code_ != Code::kSuccess) return;
-  const uint64_t want = blocks_within(ready_);
-  if (flag_landed_ && want <= hash_issued_) return;
-  if (!flag_landed_ && ready_ == 0 && s_.source_partial) return;  // its region may not be set up yet
-  const uint64_t first = flag_landed_ ? 1 + hash_issued_ : 0;  // word index
-  const uint64_t words = 1 + want - first;
-  hash_pending_ = true;
-  hash_issued_ = want;
-  auto self = shared_from_this();
-  inflight_++;
-  w_.get(counter_peer_, hash_buf_.data() + first, words * sizeof(uint64_t),
-         s_.source.hashes.addr + first * sizeof(uint64_t), *hash_key_,
-         [self, want](bool ok, const std::string& err) { self->on_hashes(want, ok, err); });
-}
-
-void Job::on_hashes(uint64_t upto, bool ok, const std::string& err) {
-  inflight_--;
-  hash_pending_ = false;
-  if (finished_) return;
-  if (!ok) {
-    fail(Code::kTransport, "reading the source's checksums: " + err, true);
-    return pump();
-  }
-  flag_landed_ = true;
-  hash_landed_ = upto;
-  pump();
-}
-
-// What a counter read vouched for becomes ours: checksums copied to our region and (verify)
-// compared, then our counter moved (data first, then the counter) for readers chained on us.
-void Job::advance() {
-  const bool has_hashes = flag_checked_ && hash_buf_[0] == 1;
-  if (flag_checked_ && !has_hashes && s_.verify) {
-    return fail(Code::kState, "verify is on but the source published without checksums (set verify=true there too)",
-                false);
-  }
-  if (!flag_checked_) return;  // nothing shows before the integrity flag is known
-  // Checksums of the blocks checked so far are shown with the counter (FillWriter::show).
-  const uint64_t hashes_from = copied_hashes_;
-  if (has_hashes) copied_hashes_ = std::max(copied_hashes_, hash_checked_);
-  // Our counter covers checked bytes whose blocks' hashes we serve (when the source has them).
-  uint64_t upto = checked_;
-  if (has_hashes) upto = std::min(upto, hash_checked_ >= blocks_ ? total_ : hash_checked_ * kHashBlock);
-  if (s_.verify) {
-    for (; next_verify_block_ < blocks_within(upto); ++next_verify_block_) {
-      const uint64_t b = next_verify_block_;
-      if (hash_buf_[1 + b] != s_.local->hash_block(b)) {
-        std::string what = s_.where ? s_.where(b * kHashBlock) : std::string("?");
-        return fail(Code::kTransport,
-                    "checksum mismatch in integrity block " + std::to_string(b) + " (" + what +
-                        "): the received bytes differ from the publisher's",
-                    false);
-      }
-    }
-    upto = std::min(upto, next_verify_block_ >= blocks_ ? total_ : next_verify_block_ * kHashBlock);
-  }
-  if (upto <= held_) {
-    if (copied_hashes_ > hashes_from) s_.fill.show(hash_buf_[0], hash_buf_.data() + 1, hashes_from, copied_hashes_, held_);
-    return;
-  }
-  held_ = upto;
-  s_.fill.show(hash_buf_[0], hash_buf_.data() + 1, hashes_from, copied_hashes_, held_);
-  if (on_advance_) on_advance_(held_);
-}
-
-void Job::poll_counter() {
-  if (finished_ || fail_code_ != Code::kSuccess || counter_pending_) return pump();
-  auto self = shared_from_this();
-  counter_pending_ = true;
-  // What this read can vouch for: only what landed before it.
-  probe_ = prefix_;
-  probe_hashes_ = flag_landed_ ? hash_landed_ : 0;
-  probe_flag_ = flag_landed_;
-  stats_.counter_reads++;
-  w_.get(counter_peer_, &remote_counter_, sizeof remote_counter_, s_.source.counter.addr, *counter_key_,
-         [self](bool ok, const std::string& err) { self->on_counter(ok, err); });
-}
-
-void Job::on_counter(bool ok, const std::string& err) {
-  counter_pending_ = false;
-  if (finished_) return;
-  if (!ok) {
-    fail(Code::kTransport, "reading the source's progress counter: " + err, true);
-    return pump();
-  }
-  if (counter_epoch(remote_counter_) == s_.source.epoch) {
-    seen_fill_ = true;
-    uint64_t n = std::min(counter_bytes(remote_counter_), total_);
-    if (!s_.source_partial && n < total_) {
-      fail(Code::kTransport,
-           "the source was granted as a complete holder but its progress counter shows " + std::to_string(n) +
-               " of " + std::to_string(total_) + " bytes",
-           true);
-      return pump();
-    }
-    if (s_.source_partial && n > ready_) {
-      ready_ = n;
-      backoff_us_ = 20;
-      last_progress_ = now_us();
-    }
-    checked_ = std::max(checked_, std::min(probe_, n));
-    hash_checked_ = std::max(hash_checked_, std::min(probe_hashes_, blocks_within(n)));
-    flag_checked_ = flag_checked_ || probe_flag_;
-    advance();
-    if (fail_code_ != Code::kSuccess) return pump();
-  } else {
-    if (seen_fill_ || !s_.source_may_lag) {
-      // The source's buffers were given up (unpublished, refilled) since the grant: nothing
-      // read from them since the last good counter read is trusted. Resume elsewhere.
-      fail(Code::kTransport,
-           "the source's buffers changed during the transfer (its progress counter no longer shows the fill it "
-           "was granted with); bytes up to " + std::to_string(held_) + " were checked before that",
-           true);
-      return pump();
-    }
-    // (else: a partial source granted before it reset its counter from an earlier fill)
-  }
-  if (held_ == total_) return finish();
-  pump();
+         [self, off, len, path](bool ok, const std::string& err) {
+           if (ok && !self->finished_) self->path_bytes_[path] += len;
+           self->run(self->m_->on_chunk(off, len, ok, err, now_us()));
+         });
 }
 
 // Gets to a dead or stuck source may never complete (no peer failure handling over shared
-// memory; a stopped process over TCP): give up on them, report the source, and resume
-// elsewhere from the checked bytes. Endpoints with error handling are closed, which cancels
-// what is in flight; the rest may still complete into memory we resume into, but only with
-// bytes read from a source that had not been told to give them up (it was stuck).
+// memory; a stopped process over TCP): the machine gives up on them and reports the source.
+// Endpoints with error handling are closed, which cancels what is in flight; the rest may
+// still complete into memory we resume into, but only with bytes read from a source that had
+// not been told to give them up (it was stuck).
 void Job::watchdog() {
   if (finished_) return;
-  if (local_ && !process_alive(s_.source.pid)) {
-    fail(Code::kTransport, "the source process (pid " + std::to_string(s_.source.pid) + ") is gone", true);
-  } else {
-    check_stall();  // gets, or a counter read, to a source that stopped answering
-  }
-  if (fail_code_ != Code::kSuccess) {
-    if (peer_ && local_ && !process_alive(s_.source.pid)) {
+  const bool dead = local_ && !process_alive(s_.source.pid);
+  std::string gone = dead ? "the source process (pid " + std::to_string(s_.source.pid) + ") is gone" : "";
+  std::vector<TransferStep> steps = m_->on_watchdog(now_us(), gone);
+  if (m_->finished()) {
+    if (peer_ && dead) {
       w_.forget_peer(peer_);
-    } else if (peer_ && (inflight_ > 0 || counter_pending_)) {
+    } else if (peer_ && (m_->inflight() > 0 || m_->counter_pending())) {
       w_.cancel_peer(peer_);
     }
-    finish();  // abandon what is in flight
-    return;
   }
+  run(std::move(steps));
+  if (finished_) return;
   auto self = shared_from_this();
   w_.post_after(kWatchdogUs, [self] { self->watchdog(); });
 }
 
-void Job::check_stall() {
-  if (now_us() - last_progress_ > s_.stall_timeout_us) {
-    fail(Code::kTransport,
-         "source made no progress for " + std::to_string(s_.stall_timeout_us / 1000) + " ms (stalled or gone)", true);
-  }
-}
-
-void Job::fail(Code code, const std::string& err, bool source_failed) {
-  if (fail_code_ != Code::kSuccess) return;
-  fail_code_ = code;
-  fail_err_ = err;
-  fail_source_ = source_failed;
-  if (inflight_ == 0 && !counter_pending_) finish();
-}
-
-void Job::finish() {
+void Job::finish(const TransferFinish& f) {
   if (finished_) return;
   finished_ = true;
   TransferResult r;
-  r.code = fail_code_;
-  r.error = fail_err_;
-  r.source_failed = fail_source_;
-  r.held = held_;
-  r.stats = stats_;
-  if (inflight_ == 0 && !counter_pending_) {
+  r.code = f.code;
+  r.error = f.error;
+  r.source_failed = f.source_failed;
+  r.held = f.held;
+  r.stats.counter_reads = m_->counter_reads();
+  r.stats.gets = m_->gets();
+  r.stats.bytes = m_->bytes();
+  for (size_t p = 0; p < transport::kReadPathCount; ++p) r.stats.path_bytes[p] = path_bytes_[p];
+  if (!f.abandoned) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();
     counter_key_.reset();

@@ -180,7 +180,13 @@ void World::view_before(const Event& ev) {
             t->reg_v = -1;
           }
         } else if constexpr (std::is_same_v<E, TransferDone>) {
-          if (undecided(e.client, e.req)) held_.erase(e.lease);
+          if (undecided(e.client, e.req)) {
+            // A complete read of its source: the registry forgets the source's reports as it
+            // takes it, also when its answer waits for the rest of a round.
+            auto l = lease_src_.find(e.lease);
+            if (held_.count(e.lease) && l != lease_src_.end()) forget_reports(l->second.src, l->second.host, l->second.v);
+            held_.erase(e.lease);
+          }
         } else if constexpr (std::is_same_v<E, SourceFailed>) {
           // Only its first delivery is a report: the registry ignores a retry while the
           // regrant is deferred, and the source may hold something new by then.

@@ -313,7 +313,6 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     suspect_.erase(sh.id);
     new_fill(sh.id);
   }
-  if (out.op == Op::kDone) done_read(std::get<TransferDone>(out.ev).lease, rep);
   if (out.op == Op::kDone && ok) {
     sh.reg_v = rep.version;
     suspect_.erase(sh.id);
@@ -606,15 +605,6 @@ void World::new_fill(MemberId m) {
     it = reports_.erase(it);
   failed_.erase(m);
   shunned_.erase(m);
-}
-
-// A TransferDone the registry took with its lease active (answered kOk, or kState because
-// the reader itself was judged failed meanwhile) is a complete read: its source's reports go.
-void World::done_read(LeaseId lease, const Reply& rep) {
-  bool active = rep.status == Status::kOk || rep.detail.rfind("a reader reported", 0) == 0;
-  auto l = lease_src_.find(lease);
-  if (!active || l == lease_src_.end()) return;
-  forget_reports(l->second.src, l->second.host, l->second.v);
 }
 
 // After the quiet phase the registry has answered every request it saw from a live session.

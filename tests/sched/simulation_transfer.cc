@@ -1,17 +1,23 @@
-// Simulated transfers (what src/client/transfer.cc does): chunks are read from the source's
-// memory as it is when they land, and count only once a later read of the source's counter
-// still shows the fill of the descriptor the reader was granted with (the seqlock). A partial
-// source is followed by its counter; a complete one showing less fails; a source whose
-// memory is gone (crash, new registration, dropped host copy) or that changed fill fails
-// (source_failed, resume elsewhere from what was checked); a link that stops moving is given
-// up after kStallTimeout. Links are fast, slow across datacenters, or slow as a fault.
+// Transfers in the simulation: the real transfer machine (src/client/transfer_machine.h, the
+// decisions of src/client/transfer.cc), with this world as its I/O. Its reads land after a
+// link delay and see the source's memory as it is when they land; its counter reads see the
+// source's counter then (what the seqlock accepts is the machine's rule, not ours). A source
+// whose memory is gone (crash, new registration, dropped host copy) fails its reads; one that
+// changed fill shows another epoch; a link that stops moving never answers, and the machine's
+// stall watchdog gives up on it. Links are fast, slow across datacenters, or slow as a fault.
 // Readers also fail on their own side while the source is healthy (2% of the reads of a
 // complete source; a partial source followed for longer than kPartialPatience): the registry
-// must judge such reports, not hide the source on one word.
+// must judge such reports, not hide the source on one word. Bytes are chunks here (a chunk
+// is one byte of the machine's stream, one integrity block); the simulated sources publish
+// without checksums (their flag word reads 0).
 #include <algorithm>
+#include <deque>
+#include <iterator>
+#include <variant>
 #include <cstdio>
 #include <string>
 
+#include "src/client/progress_counter.h"
 #include "tests/sched/simulation_world.h"
 
 namespace thub::sched::sim::detail {
@@ -67,138 +73,153 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   j.fill = a.fill;
   if (!parse(a.source_descriptor, &j.src)) {
     sh.job = j;
-    return end_transfer(i, s, Code::kTransport, false, "cannot decode the source's descriptor");
+    return end_transfer(i, s, Code::kTransport, false, 0, "cannot decode the source's descriptor");
   }
-  j.partial = a.source_partial || j.src.staged;  // a staged publisher's counter leads
-  j.may_lag = a.source_partial;
-  j.issued = j.landed = j.checked = j.held = std::min<int>(static_cast<int>(a.start), total);
-  j.ready = j.partial ? 0 : total;
-  j.last_progress = now_;
+  client::TransferPlan plan;
+  plan.total = static_cast<uint64_t>(total);
+  plan.block = 1;
+  plan.start = a.start;
+  plan.epoch = j.src.epoch;
+  plan.partial = a.source_partial || j.src.staged;  // a staged publisher's counter leads
+  plan.may_lag = j.may_lag = a.source_partial;
+  plan.chunk_size = 1;
+  plan.vouch_bytes = 1;
+  plan.stall_timeout_us = kStallTimeout;
+  j.m = std::make_shared<client::TransferMachine>(std::move(plan));
   j.per_chunk = (1 + static_cast<Time>(r(3))) * kMs;
   if (actors_[j.src.actor].dc != me.dc) j.per_chunk = (5 + static_cast<Time>(r(10))) * kMs;  // the slow link
   if (!calm() && chance(50)) j.per_chunk = (20 + static_cast<Time>(r(60))) * kMs;             // a slow read
   if (!calm() && chance(20)) j.stall_at = now_ + static_cast<Time>(r(static_cast<uint64_t>(j.per_chunk * total + 1)));
-  j.started = now_;
+  j.started = j.link_free = now_;
+  const int held = static_cast<int>(j.m->held());
   // Reader-side failures of a healthy source: 2% of the reads of a complete source break on
   // the reader's own side (its link, its process) and are reported as the source's failure.
-  if (!calm() && !a.source_partial && j.held < total && chance(20))
-    j.false_report = j.held + static_cast<int>(r(static_cast<uint64_t>(total - j.held)));
+  if (!calm() && !a.source_partial && held < total && chance(20))
+    j.false_report = held + static_cast<int>(r(static_cast<uint64_t>(total - held)));
   sh.job = j;
   trace(me.replica + "/" + std::to_string(s) + " transfer " + std::to_string(a.transfer) + " of v" +
         std::to_string(a.version) + " begins from " + a.source_descriptor + (a.source_partial ? " (partial)" : "") +
         " at " + std::to_string(a.start) + " fill " + std::to_string(a.fill));
   const uint64_t serial = j.serial;
-  // The transfer runs on the progress thread: what it reports comes back later.
+  // The transfer runs on the progress thread: it starts a little later.
   at(0, [=] {
     Job* k = job(i, s, serial);
     if (!k) return;
-    if (k->held >= total) return end_transfer(i, s, Code::kSuccess, false, "");
-    watchdog(i, s, serial);
-    if (k->partial) {
-      read_counter(i, s, serial);  // learn what is ready first
-    } else {
-      read_chunks(i, s, serial);
-    }
+    std::shared_ptr<client::TransferMachine> m = k->m;
+    run_transfer(i, s, serial, m->start(now_));
+    if (job(i, s, serial)) at(50 * kMs, [=] { watchdog(i, s, serial); });
   });
 }
 
-void World::read_chunks(int i, int s, uint64_t serial) {
-  Job* j = job(i, s, serial);
-  if (!j) return;
-  for (int k = j->issued; k < j->ready; ++k) at((k - j->landed + 1) * j->per_chunk, [=] { land(i, s, serial, k); });
-  j->issued = std::max(j->issued, j->ready);
-}
-
-void World::land(int i, int s, uint64_t serial, int k) {
-  Job* j = job(i, s, serial);
-  if (!j || (j->stall_at >= 0 && now_ >= j->stall_at)) return;  // stalled: never lands
-  Counter c;
-  const std::vector<Tag>* src = source_now(j->src, &c);
-  if (!src) return end_transfer(i, s, Code::kTransport, true, "a get failed: the source's memory is gone");
-  if (!calm() && chance(2)) return end_transfer(i, s, Code::kTransport, false, "copying out to the tensors failed");
-  Shard& sh = actors_[i].sh[s];
-  sh.chunks[k] = (*src)[k];  // our buffers change as bytes land; the counter says what counts
-  j->landed = std::max(j->landed, k + 1);
-  j->last_progress = now_;
-  if (j->landed >= j->issued) read_counter(i, s, serial);  // vouch for what landed
-}
-
-void World::read_counter(int i, int s, uint64_t serial) {
-  Job* j = job(i, s, serial);
-  if (!j || j->counter_read) return;
-  j->counter_read = true;
-  const int probe = j->landed;  // what this read can vouch for: only what landed before it
-  at(std::max<Time>(kMs, j->per_chunk / 2), [=] { on_counter(i, s, serial, probe); });
-}
-
-void World::on_counter(int i, int s, uint64_t serial, int probe) {
-  Job* j = job(i, s, serial);
-  if (!j) return;
-  j->counter_read = false;
-  if (j->stall_at >= 0 && now_ >= j->stall_at) return;
-  Shard& sh = actors_[i].sh[s];
-  const int total = static_cast<int>(sh.chunks.size());
-  Counter c;
-  const std::vector<Tag>* src = source_now(j->src, &c);
-  if (!src) return end_transfer(i, s, Code::kTransport, true, "reading the source's counter failed: its memory is gone");
-  if (c.epoch == j->src.epoch) {
-    j->seen_fill = true;
-    const int n = std::min(c.chunks, total);
-    if (!j->partial && n < total)
-      return end_transfer(i, s, Code::kTransport, true, "a complete source's counter shows less than everything");
-    if (j->partial && n > j->ready) {
-      j->ready = n;
-      j->last_progress = now_;
+// Carries out the machine's steps in order; what a step itself makes the machine do (a
+// reader-side failure found as our counter moves) follows behind them.
+void World::run_transfer(int i, int s, uint64_t serial, std::vector<client::TransferStep> steps) {
+  std::deque<client::TransferStep> todo(std::make_move_iterator(steps.begin()), std::make_move_iterator(steps.end()));
+  while (!todo.empty()) {
+    Job* j = job(i, s, serial);
+    if (!j) return;
+    const client::TransferStep step = std::move(todo.front());
+    todo.pop_front();
+    const Time latency = std::max<Time>(kMs, j->per_chunk / 2);  // counter and checksum reads: their own lane
+    if (const auto* c = std::get_if<client::ReadChunk>(&step)) {
+      j->link_free = std::max(j->link_free, now_) + j->per_chunk * static_cast<Time>(c->len);
+      const uint64_t off = c->off, len = c->len;
+      at(j->link_free - now_, [=] { land(i, s, serial, off, len); });
+    } else if (const auto* h = std::get_if<client::ReadHashes>(&step)) {
+      const uint64_t upto = h->upto;
+      at(latency, [=] { land_hashes(i, s, serial, upto); });
+    } else if (std::holds_alternative<client::ReadCounter>(step)) {
+      at(latency, [=] { land_counter(i, s, serial); });
+    } else if (const auto* later = std::get_if<client::ReadCounterAfter>(&step)) {
+      at(later->delay_us, [=] {
+        if (Job* k = job(i, s, serial)) {
+          std::shared_ptr<client::TransferMachine> m = k->m;
+          run_transfer(i, s, serial, m->on_retry(now_));
+        }
+      });
+    } else if (const auto* show = std::get_if<client::ShowHeld>(&step)) {
+      Shard& sh = actors_[i].sh[s];
+      const int total = static_cast<int>(sh.chunks.size());
+      const int held = static_cast<int>(show->held);
+      sh.counter = Counter{j->fill, held};  // data first, then our counter (chained readers)
+      if (j->false_report >= 0 && held >= j->false_report && held < total) {
+        j->false_report = -1;
+        for (auto& more : j->m->fail(Code::kTransport, "the reader's own link broke (its source is healthy)", true, now_))
+          todo.push_back(std::move(more));
+      }
+    } else if (const auto* f = std::get_if<client::TransferFinish>(&step)) {
+      end_transfer(i, s, f->code, f->source_failed, f->held, f->error);
     }
-    j->checked = std::max(j->checked, std::min(probe, n));
-    if (j->checked > j->held) {
-      j->held = j->checked;
-      sh.counter = Counter{j->fill, j->held};  // data first, then our counter (chained readers)
-    }
-    if (j->false_report >= 0 && j->held >= j->false_report && j->held < total)
-      return end_transfer(i, s, Code::kTransport, true, "the reader's own link broke (its source is healthy)");
-  } else if (j->seen_fill || !j->may_lag) {
-    // The source's buffers were given up or refilled since the grant: nothing read since the
-    // last good counter read is trusted.
-    return end_transfer(i, s, Code::kTransport, true, "the source's buffers changed during the transfer");
   }
-  if (j->held >= total) return end_transfer(i, s, Code::kSuccess, false, "");
-  if (j->issued < j->ready) return read_chunks(i, s, serial);
-  if (j->landed < j->issued) return;  // the last landing reads the counter again
-  if (j->landed > j->checked) return read_counter(i, s, serial);
-  // Starved on a partial source: read its counter again a little later.
-  at((2 + static_cast<Time>(r(4))) * kMs, [=] { read_counter(i, s, serial); });
 }
 
-// A source that makes no progress for kStallTimeout has failed (stopped, or the link died).
+void World::land(int i, int s, uint64_t serial, uint64_t off, uint64_t len) {
+  Job* j = job(i, s, serial);
+  if (!j || stalled(*j)) return;  // stalled: never lands
+  std::shared_ptr<client::TransferMachine> m = j->m;
+  Counter c;
+  const std::vector<Tag>* src = source_now(j->src, &c);
+  if (!src) return run_transfer(i, s, serial, m->on_chunk(off, len, false, "a get failed: the source's memory is gone", now_));
+  Shard& sh = actors_[i].sh[s];
+  for (uint64_t k = off; k < off + len && k < sh.chunks.size() && k < src->size(); ++k)
+    sh.chunks[k] = (*src)[k];  // our buffers change as bytes land; the counter says what counts
+  run_transfer(i, s, serial, m->on_chunk(off, len, true, "", now_));
+  if (job(i, s, serial) && !calm() && chance(2))
+    run_transfer(i, s, serial, m->fail(Code::kTransport, "copying out to the tensors failed", false, now_));
+}
+
+void World::land_hashes(int i, int s, uint64_t serial, uint64_t upto) {
+  Job* j = job(i, s, serial);
+  if (!j || stalled(*j)) return;
+  std::shared_ptr<client::TransferMachine> m = j->m;
+  Counter c;
+  if (!source_now(j->src, &c))
+    return run_transfer(i, s, serial, m->on_hashes(upto, false, "the source's memory is gone", now_));
+  m->hash_words()[0] = 0;  // published without checksums
+  run_transfer(i, s, serial, m->on_hashes(upto, true, "", now_));
+}
+
+void World::land_counter(int i, int s, uint64_t serial) {
+  Job* j = job(i, s, serial);
+  if (!j || stalled(*j)) return;
+  std::shared_ptr<client::TransferMachine> m = j->m;
+  Counter c;
+  if (!source_now(j->src, &c))
+    return run_transfer(i, s, serial, m->on_counter(false, 0, "the source's memory is gone", now_));
+  const uint64_t value = c.epoch == 0 ? client::kCounterInvalid
+                                      : client::counter_value(c.epoch, static_cast<uint64_t>(std::max(c.chunks, 0)));
+  run_transfer(i, s, serial, m->on_counter(true, value, "", now_));
+}
+
+// The machine's stall watchdog, every 50 ms; and a reader whose patience with a partial
+// source is shorter than the chain it follows reports a healthy source (docs/sched.md:
+// failures are judged).
 void World::watchdog(int i, int s, uint64_t serial) {
   Job* j = job(i, s, serial);
   if (!j) return;
-  if (now_ - j->last_progress > kStallTimeout)
-    return end_transfer(i, s, Code::kTransport, true, "the source made no progress (stalled or gone)");
-  // A reader whose patience with a partial source is shorter than the chain it follows
-  // reports a healthy source (its own stall watchdog, docs/sched.md: failures are judged).
-  if (j->may_lag && now_ - j->started > kPartialPatience)
-    return end_transfer(i, s, Code::kTransport, true, "the partial source kept us waiting too long");
-  at(50 * kMs, [=] { watchdog(i, s, serial); });
+  std::shared_ptr<client::TransferMachine> m = j->m;
+  const std::string impatient = j->may_lag && now_ - j->started > kPartialPatience
+                                    ? "the partial source kept us waiting too long" : "";
+  run_transfer(i, s, serial, m->on_watchdog(now_, impatient));
+  if (job(i, s, serial)) at(50 * kMs, [=] { watchdog(i, s, serial); });
 }
 
-void World::end_transfer(int i, int s, Code code, bool source_failed, const std::string& why) {
+void World::end_transfer(int i, int s, Code code, bool source_failed, uint64_t held, const std::string& why) {
   Shard& sh = actors_[i].sh[s];
   Job j = *sh.job;
   sh.job.reset();  // what is still in flight is abandoned (cancelled with the endpoint)
   ++res_.transfers;
   if (source_failed) ++res_.source_failures;
-  mix("T" + std::to_string(static_cast<int>(code)) + (source_failed ? "f" : "") + std::to_string(j.held));
+  mix("T" + std::to_string(static_cast<int>(code)) + (source_failed ? "f" : "") + std::to_string(held));
   trace(actors_[i].replica + "/" + std::to_string(s) + " transfer " + std::to_string(j.id) + " of v" +
         std::to_string(j.v) + " ends: " + std::to_string(static_cast<int>(code)) + (source_failed ? " (source) " : " ") +
-        why + ", held " + std::to_string(j.held));
+        why + ", held " + std::to_string(held));
   const uint64_t reg = sh.reg;
   // Reported from the progress thread to the engine: a later event.
   at(0, [=] {
     Actor& a = actors_[i];
     if (!a.alive || s >= static_cast<int>(a.sh.size()) || a.sh[s].reg != reg) return;
-    feed(i, s, client::TransferEnded{j.id, code, source_failed, static_cast<uint64_t>(j.held), why});
+    feed(i, s, client::TransferEnded{j.id, code, source_failed, held, why});
   });
 }
 

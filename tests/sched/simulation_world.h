@@ -30,6 +30,7 @@
 
 #include "sched/registry.h"
 #include "src/client/member_machine.h"
+#include "src/client/transfer_machine.h"
 #include "tests/sched/simulation.h"
 
 namespace thub::sched::sim::detail {
@@ -117,16 +118,16 @@ struct HostCopy {
   uint32_t epoch = 0;
 };
 
-struct Job {             // BeginTransfer .. TransferEnded
+struct Job {             // BeginTransfer .. TransferEnded: the real transfer machine, its I/O here
   uint64_t id = 0;       // the machine's transfer id
   uint64_t serial = 0;   // world-unique: timers of an ended job die
   Source src;
-  bool partial = false, may_lag = false, seen_fill = false;
   Version v = -1;
   uint32_t fill = 0;
-  int issued = 0, landed = 0, checked = 0, held = 0, ready = 0;
-  bool counter_read = false;  // a counter read in flight
-  Time per_chunk = kMs, last_progress = 0;
+  bool may_lag = false;  // granted as a partial source (the patience watchdog)
+  std::shared_ptr<client::TransferMachine> m;  // null: the descriptor did not decode
+  Time per_chunk = kMs;
+  Time link_free = 0;    // reads queue on the link: the next one lands after this
   Time stall_at = -1;    // a link stall fault: nothing lands from then on
   Time started = 0;      // the grant arrived (a watchdog on partial sources)
   int false_report = -1; // a reader-side failure: at this many chunks held, the reader's
@@ -249,12 +250,13 @@ class World {
   // The source as it is now: its chunks and counter; nullptr when its memory is gone.
   const std::vector<Tag>* source_now(const Source& src, Counter* c) const;
   Job* job(int i, int s, uint64_t serial);
-  void read_chunks(int i, int s, uint64_t serial);
-  void land(int i, int s, uint64_t serial, int k);
-  void read_counter(int i, int s, uint64_t serial);
-  void on_counter(int i, int s, uint64_t serial, int probe);
+  void run_transfer(int i, int s, uint64_t serial, std::vector<client::TransferStep> steps);
+  void land(int i, int s, uint64_t serial, uint64_t off, uint64_t len);
+  void land_hashes(int i, int s, uint64_t serial, uint64_t upto);
+  void land_counter(int i, int s, uint64_t serial);
+  bool stalled(const Job& j) const { return j.stall_at >= 0 && now_ >= j.stall_at; }
   void watchdog(int i, int s, uint64_t serial);
-  void end_transfer(int i, int s, Code code, bool source_failed, const std::string& why);
+  void end_transfer(int i, int s, Code code, bool source_failed, uint64_t held, const std::string& why);
 
   // ---- the user program and joining (simulation_program.cc)
   void add_actor();
@@ -307,7 +309,6 @@ class World {
   void confirm(MemberId m, bool host, Version v);
   void forget_reports(MemberId m, bool host, Version v);
   void new_fill(MemberId m);                // the member's buffers start a new fill
-  void done_read(LeaseId lease, const Reply& rep);  // a TransferDone decided
   void liveness();
   const Actor& actor_of(const Session& ss) const { return actors_[ss.actor]; }
 

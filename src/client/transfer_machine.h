@@ -1,0 +1,135 @@
+// The transfer's decisions as a pure machine, beside MemberMachine: what to read next and
+// where in the source's stream, when to read the source's progress counter, the seqlock's
+// acceptance rule, what our own counter may show (and, under verify, the checksum check),
+// the resume point, and when to give up on the source. No I/O, no clocks, no threads: the
+// caller issues the reads it asks for, feeds back what came of them and the time, and shows
+// what it is told to show. transfer.cc runs it over UCX, sockets and process reads; the
+// deterministic simulation (tests/sched/) runs the same machine against its world of
+// sources that die, stall, refill and lie about being complete.
+//
+// A source's stream is read in chunks (max_inflight at a time) that stay inside one segment
+// of either side. What has landed counts only once a counter read *issued after it landed*
+// still shows the fill the source was granted with (the seqlock, progress_counter.h); a
+// partial source is followed through that counter (read at once when starved, then with
+// back-off). The source's integrity region (flag word, one checksum per block) is read as its
+// blocks become ready and vouched for by the same counter reads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace thub::client {
+
+struct TransferPlan {
+  uint64_t total = 0;            // bytes of the shard's stream
+  uint64_t block = 1u << 20;     // integrity block (the source's checksums cover one each)
+  std::vector<uint64_t> cuts;    // stream offsets no read crosses (segment ends, either side)
+  uint64_t start = 0;            // resume point: bytes held and checked (rounded down to a block)
+  uint32_t epoch = 0;            // the source's fill, as its descriptor names it
+  bool partial = false;          // follow the source's counter for what is ready
+  bool may_lag = false;          // its counter may still show an earlier fill at first
+  bool verify = false;           // compare the source's checksums with ours, block by block
+  uint64_t chunk_size = 4u << 20;
+  int max_inflight = 16;
+  uint64_t vouch_bytes = 1u << 20;  // from a complete source, read its counter once this much landed
+  int64_t stall_timeout_us = 10'000'000;  // no progress this long: the source failed
+  std::function<uint64_t(uint64_t)> local_hash;   // verify: the checksum of our block b
+  std::function<std::string(uint64_t)> where;     // names the tensor at a stream offset
+};
+
+// ---- what the caller does (out) ---------------------------------------------------------
+struct ReadChunk { uint64_t off, len; };                 // stream bytes [off, off+len) into ours
+struct ReadHashes { uint64_t first, words, upto; };      // words [first, first+words) of the source's
+                                                         // integrity region into hash_words()+first
+struct ReadCounter {};                                   // the source's 8-byte progress counter
+struct ReadCounterAfter { int64_t delay_us; };           // on_retry() after this long
+// Our counter and checksums: show words [hashes_from, hashes_to) of hash_words()+1 with the
+// flag word, and `held` bytes (FillWriter::show); `advanced`: held grew (copy-out may follow).
+struct ShowHeld { uint64_t flag, hashes_from, hashes_to, held; bool advanced; };
+// The end, once. `abandoned`: reads are still in flight (cancel them or let them land late).
+struct TransferFinish {
+  Code code = Code::kSuccess;
+  std::string error;
+  bool source_failed = false;  // the source (not our data) is at fault: ask for another
+  uint64_t held = 0;
+  bool abandoned = false;
+};
+using TransferStep = std::variant<ReadChunk, ReadHashes, ReadCounter, ReadCounterAfter, ShowHeld, TransferFinish>;
+
+class TransferMachine {
+ public:
+  explicit TransferMachine(TransferPlan plan);
+
+  // ---- events (in); each returns what to do next, in order
+  std::vector<TransferStep> start(int64_t now_us);
+  std::vector<TransferStep> on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err, int64_t now_us);
+  std::vector<TransferStep> on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us);
+  std::vector<TransferStep> on_counter(bool ok, uint64_t value, const std::string& err, int64_t now_us);
+  std::vector<TransferStep> on_retry(int64_t now_us);  // a ReadCounterAfter's time came
+  // Every ~50 ms while running: `gone` names why the source is known dead (its process
+  // exited), or is empty; otherwise a source that made no progress for stall_timeout fails.
+  // A failure found here ends the transfer at once (what is in flight is abandoned).
+  std::vector<TransferStep> on_watchdog(int64_t now_us, const std::string& gone);
+  // A failure found outside the machine (copy-out, a broken local resource).
+  std::vector<TransferStep> fail(Code code, const std::string& err, bool source_failed, int64_t now_us);
+
+  // Where the caller lands ReadHashes (1 + blocks words).
+  [[nodiscard]] uint64_t* hash_words() { return hashes_.data(); }
+  [[nodiscard]] bool finished() const { return finished_; }
+  [[nodiscard]] int inflight() const { return inflight_; }
+  [[nodiscard]] bool counter_pending() const { return counter_pending_; }
+  [[nodiscard]] uint64_t held() const { return held_; }
+  [[nodiscard]] uint64_t total() const { return p_.total; }
+  [[nodiscard]] uint64_t counter_reads() const { return counter_reads_; }
+  [[nodiscard]] uint64_t gets() const { return gets_; }
+  [[nodiscard]] uint64_t bytes() const { return bytes_; }
+
+ private:
+  void pump();
+  void poll_counter();
+  void fetch_hashes();
+  void advance();
+  void record_fail(Code code, const std::string& err, bool source_failed);
+  void check_stall();
+  void finish();
+  uint64_t next_cut(uint64_t off) const;
+  uint64_t blocks_within(uint64_t bytes) const { return bytes >= p_.total ? blocks_ : bytes / p_.block; }
+  std::vector<TransferStep> take();
+
+  TransferPlan p_;
+  std::vector<TransferStep> out_;
+  uint64_t blocks_ = 0;
+  std::vector<uint64_t> hashes_;  // [0] the flag word, [1 + b] block b's checksum
+  bool finished_ = false;
+  uint64_t issued_ = 0;   // next stream offset to ask for
+  uint64_t prefix_ = 0;   // contiguous bytes landed
+  uint64_t checked_ = 0;  // of those, vouched for by a later counter read
+  uint64_t held_ = 0;     // of those, what our counter shows
+  uint64_t ready_ = 0;    // bytes the source holds, as last seen
+  uint64_t probe_ = 0;    // prefix_ when the counter read in flight was issued
+  std::map<uint64_t, uint64_t> completed_;  // landed beyond the prefix: start -> end
+  int inflight_ = 0;
+  bool counter_pending_ = false;  // a counter read in flight or scheduled
+  bool hash_pending_ = false;
+  bool flag_landed_ = false;
+  uint64_t hash_issued_ = 0, hash_landed_ = 0, probe_hashes_ = 0, hash_checked_ = 0;
+  bool probe_flag_ = false, flag_checked_ = false;
+  bool seen_fill_ = false;  // the source's counter has shown the fill it was granted with
+  int64_t backoff_us_ = 20;
+  int64_t last_progress_ = 0;
+  int64_t now_ = 0;  // the time of the event being handled
+  uint64_t next_verify_block_ = 0;
+  uint64_t copied_hashes_ = 0;
+  Code fail_code_ = Code::kSuccess;
+  std::string fail_err_;
+  bool fail_source_ = false;
+  uint64_t counter_reads_ = 0, gets_ = 0, bytes_ = 0;
+};
+
+}  // namespace thub::client

@@ -320,6 +320,15 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
           op.round_moved = round_moved(r);
           if (!ok && move_on(code_of(r.status), "replicate: " + r.detail)) return;
           if (!ok) return finish(code_of(r.status), "replicate: " + r.detail);
+          if (op.spec >= 0 && r.version != op.spec) {
+            // Not what was asked for (a registry, or something between, lying): nothing is
+            // read; the grant is given back.
+            phase_ = Phase::kReceiving;
+            version_ = r.version;
+            lease_ = r.lease;
+            return give_up(Code::kRegistry, "the registry granted version " + std::to_string(r.version) +
+                                                " for a request of version " + std::to_string(op.spec));
+          }
           return on_grant(r);
         case Stage::kRecovering:
           if (!ok) {

@@ -9,15 +9,20 @@
 // be read, a dead one is ESRCH at once, and a read is synchronous, so nothing can land after
 // the reader gave up on it. Progress thread only; no UCX type, no thread.
 //
-// process_vm_readv can read any memory of the peer: the region check is the reader's own
-// (Worker::get, against the region the rkey describes). Every call also reads the source's
-// nonce word, in the same system call as the data: a pid reused after the source's death (or
-// a pid of another namespace) fails that check, so foreign bytes are never delivered.
+// process_vm_readv can read any memory of the peer, so what may be read is what the *source*
+// lists in its table of served regions (served_regions.h), found through /proc/PID/maps at
+// the probe: a read is checked against its slot (the bounds read from the source's table,
+// never from the descriptor) before anything is copied, and the slot's key word is read
+// again in the same system call as the data (a region withdrawn meanwhile fails the read and
+// what was copied is wiped). Every call also reads the source's nonce word: a pid reused
+// after the source's death (or a pid of another namespace) fails that check, so foreign
+// bytes are never delivered.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,13 +63,17 @@ class ProcessReader {
   ProcessReader(const ProcessReader&) = delete;
   ProcessReader& operator=(const ProcessReader&) = delete;
 
-  // Reads the source's nonce word: "" when this process may read the source's memory and it
-  // is the process that advertised the word; else why not (EPERM: ptrace_scope, seccomp,
-  // another uid; ESRCH; ENOSYS; a mismatch: another pid namespace or a reused pid).
+  // Finds the source's table of served regions and reads its nonce word: "" when this process
+  // may read the source's memory, it is the process that advertised the word and it lists
+  // what it serves; else why not (EPERM: ptrace_scope, seccomp, another uid; ESRCH; ENOSYS; a
+  // mismatch: another pid namespace or a reused pid; no table).
   std::string probe();
-  // Queues a read of `len` bytes at `remote` into `local` (the caller checked the region).
-  // `done` is returned by a later progress() or close(), never called from here.
-  void read(void* local, uint64_t len, uint64_t remote, Done done);
+  // Queues a read of `len` bytes at `remote` into `local`, of the region the source lists in
+  // `slot` with `key` (the rkey's). `done` is returned by a later progress() or close(), never
+  // called from here. A read outside what the slot lists fails alone, having copied nothing.
+  void read(void* local, uint64_t len, uint64_t remote, uint32_t slot, uint64_t key, Done done);
+  // Checks now that the source lists [remote, remote + len) under `slot` with `key`: "" or why not.
+  std::string check_served(uint32_t slot, uint64_t key, uint64_t remote, uint64_t len);
   // Reads up to `budget` bytes (at least one slice) of the queued reads; the completions due
   // are appended to `done`. A failure fails the reader and every read queued. Returns bytes read.
   uint64_t progress(uint64_t budget, Completions* done);
@@ -77,17 +86,34 @@ class ProcessReader {
 
  private:
   struct Op {
+    char* unchecked;  // where the bytes not yet vouched for by a key word begin
     char* dst;
     uint64_t remote;
     uint64_t left;
+    uint32_t slot;
+    uint64_t key;
+    bool served = false;  // its whole range checked against the slot
     Done done;
   };
-  // One system call: up to `len` bytes at `remote` into `dst`, then the nonce word. Returns
-  // the data bytes read (the nonce was checked only when all `len` were), or -1 with error_ set.
-  int64_t read_slice(char* dst, uint64_t remote, uint64_t len, bool* nonce_checked);
+  struct Slot {
+    uint64_t key = 0, addr = 0, len = 0;
+  };
+  // One system call: up to `len` bytes at `remote` into `dst`, then `extra` (8 bytes at
+  // `extra_remote` into `*extra`, when extra_bytes > 0), then the nonce word. Returns the data
+  // bytes read (the rest was read and the nonce checked only when all `len` were), or -1 with
+  // error_ set.
+  int64_t read_slice(char* dst, uint64_t remote, uint64_t len, void* extra, uint64_t extra_remote,
+                     uint64_t extra_bytes, bool* complete);
+  [[nodiscard]] uint64_t slot_address(uint32_t slot) const;
+  // The slot as the source lists it now (read with the nonce); false with error_ set.
+  bool read_slot(uint32_t slot, Slot* out);
+  // check_served's test; *fatal when the source could not be read at all.
+  std::string check_slot(uint32_t slot, uint64_t key, uint64_t remote, uint64_t len, bool* fatal);
   void fail(const std::string& why, Completions* done);
 
   ProcessIdentity id_;
+  uint64_t table_ = 0, table_slots_ = 0;  // the source's table of served regions
+  std::map<uint32_t, Slot> slots_;        // slots read (a slot's bounds never change under one key)
   std::deque<Op> ops_;
   bool failed_ = false;
   std::string error_;

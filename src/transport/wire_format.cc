@@ -12,6 +12,7 @@ constexpr char kAddressMagic1[4] = {'T', 'H', 'W', '1'};
 constexpr char kAddressMagic2[4] = {'T', 'H', 'W', '2'};
 constexpr char kRkeyMagic1[4] = {'T', 'H', 'K', '1'};
 constexpr char kRkeyMagic2[4] = {'T', 'H', 'K', '2'};
+constexpr char kRkeyMagic3[4] = {'T', 'H', 'K', '3'};
 
 template <typename T>
 void put(std::string* out, T v) {
@@ -68,12 +69,17 @@ DecodedAddress decode_address(const std::string& a) {
   return d;
 }
 
-std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped) {
-  std::string out(kRkeyMagic2, 4);
+std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped,
+                        ServedSlotRef slot) {
+  std::string out(kRkeyMagic3, 4);
   put(&out, token);
   put(&out, addr);
   put(&out, len);
-  put(&out, static_cast<uint8_t>(ucx_mapped ? 1 : 0));
+  put(&out, static_cast<uint8_t>((ucx_mapped ? 1 : 0) | (slot.has ? 2 : 0)));
+  if (slot.has) {
+    put(&out, slot.slot);
+    put(&out, slot.key);
+  }
   return out.append(ucx);
 }
 
@@ -83,13 +89,23 @@ DecodedRkey decode_rkey(const std::string& packed) {
   size_t p = 4;
   if (packed.size() >= 4 && packed.compare(0, 4, kRkeyMagic1, 4) == 0) {
     d.token = take<uint64_t>(packed, &p, what);
-  } else if (packed.size() >= 4 && packed.compare(0, 4, kRkeyMagic2, 4) == 0) {
+  } else if (packed.size() >= 4 && (packed.compare(0, 4, kRkeyMagic2, 4) == 0 ||
+                                     packed.compare(0, 4, kRkeyMagic3, 4) == 0)) {
+    const bool v3 = packed.compare(0, 4, kRkeyMagic3, 4) == 0;
     d.token = take<uint64_t>(packed, &p, what);
     d.addr = take<uint64_t>(packed, &p, what);
     d.len = take<uint64_t>(packed, &p, what);
     if (d.len > UINT64_MAX - d.addr) throw Error(Code::kTransport, "malformed rkey: the region wraps around");
     d.has_region = true;
-    d.ucx_mapped = (take<uint8_t>(packed, &p, what) & 1) != 0;
+    const auto flags = take<uint8_t>(packed, &p, what);
+    if (flags & ~3u || (!v3 && (flags & 2))) throw Error(Code::kTransport, "malformed rkey: unknown flags");
+    d.ucx_mapped = (flags & 1) != 0;
+    if (flags & 2) {
+      d.has_slot = true;
+      d.slot = take<uint32_t>(packed, &p, what);
+      d.slot_key = take<uint64_t>(packed, &p, what);
+      if (d.slot_key == 0) throw Error(Code::kTransport, "malformed rkey: a served slot without a key");
+    }
   } else {
     d.ucx = packed;
     return d;

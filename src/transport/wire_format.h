@@ -33,11 +33,23 @@ struct DecodedRkey {
   // UCX allocated the region (Worker::allocate): a reader on this host maps UCX's segment and
   // copies from it itself, nothing sent to the source, and faster than a process read.
   bool ucx_mapped = false;
+  // The slot of the source's table of served regions (served_regions.h) that lists it, and
+  // the slot's key: what a process reader checks every read against.
+  bool has_slot = false;
+  uint32_t slot = 0;
+  uint64_t slot_key = 0;
 };
 
-// "THK2", u64 token, u64 address, u64 length, u8 flags (1: ucx_mapped), UCX rkey. "THK1" (u64
-// token, UCX rkey) still decodes, without a region; anything without a magic is a bare UCX rkey.
-std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped = false);
+// "THK3", u64 token, u64 address, u64 length, u8 flags (1: ucx_mapped, 2: a slot follows),
+// [u32 slot, u64 key,] UCX rkey. "THK2" (the same without the slot) and "THK1" (u64 token, UCX
+// rkey: no region) still decode; anything without a magic is a bare UCX rkey.
+struct ServedSlotRef {
+  bool has = false;
+  uint32_t slot = 0;
+  uint64_t key = 0;
+};
+std::string encode_rkey(const std::string& ucx, uint64_t token, uint64_t addr, uint64_t len, bool ucx_mapped = false,
+                        ServedSlotRef slot = {});
 DecodedRkey decode_rkey(const std::string& packed);
 
 }  // namespace thub::transport

@@ -28,6 +28,7 @@
 #include "src/common/status.h"
 #include "src/transport/cuda_staging.h"
 #include "src/transport/process_reads.h"
+#include "src/transport/served_regions.h"
 #include "src/transport/socket_reads.h"
 #include "src/transport/wire_format.h"
 #include "src/transport/worker_impl.h"
@@ -507,7 +508,10 @@ std::string Worker::Impl::serve_region(uint64_t addr, size_t len, std::string uc
     if (getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token)) token = 0;
   }
   if (server) server->serve(addr, len, token);
-  return encode_rkey(ucx_rkey, token, addr, len, allocated);
+  // Process readers read what this process lists (served_regions.h), not what a rkey says.
+  ServedSlotRef slot;
+  if (process_reads) slot.has = ServedRegions::instance().serve(addr, len, &slot.slot, &slot.key);
+  return encode_rkey(ucx_rkey, token, addr, len, allocated, slot);
 }
 
 std::unique_ptr<MemoryRegion> Worker::map(void* addr, size_t len) {
@@ -538,7 +542,10 @@ std::unique_ptr<MemoryRegion> Worker::allocate(size_t len, bool pinned) {
   return out;
 }
 
-void Worker::unmap(void* memh, uint64_t token) {
+void Worker::unmap(void* memh, const std::string& packed_rkey) {
+  const DecodedRkey d = decode_rkey(packed_rkey);
+  if (d.has_slot) ServedRegions::instance().withdraw(d.slot, d.slot_key);  // before the memory can go
+  const uint64_t token = d.token;
   call([&] {
     if (impl_->server && token) impl_->server->withdraw(token);  // before the memory can go
     ucp_mem_unmap(impl_->ctx, static_cast<ucp_mem_h>(memh));
@@ -547,7 +554,7 @@ void Worker::unmap(void* memh, uint64_t token) {
 
 MemoryRegion::~MemoryRegion() {
   if (pinned_) unpin_host_memory(data());
-  worker_->unmap(memh_, decode_rkey(rkey_).token);
+  worker_->unmap(memh_, rkey_);
 }
 
 bool MemoryRegion::contains(const void* p, size_t n) const {
@@ -711,14 +718,15 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     impl_->post([cb = std::move(cb), err = "peer failed: " + peer->error] { cb(false, err); });
     return;
   }
+  if (peer->proc && !key.region_contains(remote, len)) {
+    // Outside the region the rkey names (a process read then checks what the source itself
+    // lists; UCX's mapped segment was checked against it when the rkey was unpacked).
+    impl_->post([cb = std::move(cb)] { cb(false, "read outside the region the source registered"); });
+    return;
+  }
   if (peer->proc && !key.over_ucx()) {
-    // The reader's own check: process_vm_readv could read anything of the source.
-    if (!key.region_contains(remote, len)) {
-      impl_->post([cb = std::move(cb)] { cb(false, "read outside the region the source registered"); });
-      return;
-    }
     impl_->outstanding++;
-    peer->proc->read(local, len, remote, [this, cb = std::move(cb)](bool ok, const std::string& err) {
+    peer->proc->read(local, len, remote, key.slot(), key.slot_key(), [this, cb = std::move(cb)](bool ok, const std::string& err) {
       impl_->outstanding--;
       cb(ok, err);
     });
@@ -761,13 +769,20 @@ RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packe
   const DecodedRkey d = decode_rkey(packed);
   const std::string& ucx = d.ucx;
   token_ = d.token;
-  if (peer->proc && !(d.ucx_mapped && peer->ep)) {
-    if (!d.has_region) throw Error(Code::kTransport, "the source's memory is not served for process reads");
+  if (peer->proc) {
+    // What a process reader may read is what the source lists: the rkey names its slot.
+    if (!d.has_region || !d.has_slot) throw Error(Code::kTransport, "the source's memory is not served for process reads");
     region_addr_ = d.addr;
     region_len_ = d.len;
-    return;  // a process read checks the region; nothing to unpack
+    slot_ = d.slot;
+    slot_key_ = d.slot_key;
+    if (!(d.ucx_mapped && peer->ep)) return;  // a process read checks its slot; nothing to unpack
+    // UCX's mapped segment of a process-read peer: copied from without asking the source, so
+    // the region the rkey names is checked against the source's own list now.
+    std::string why = peer->proc->check_served(slot_, slot_key_, region_addr_, region_len_);
+    if (!why.empty()) throw Error(Code::kTransport, "the source's mapped segment: " + why);
+    over_ucx_ = true;
   }
-  over_ucx_ = peer->proc != nullptr;  // UCX's mapped segment of a process-read peer
   if (peer->sock) {
     if (token_ == 0) throw Error(Code::kTransport, "the source's memory is not served over sockets");
     return;  // a socket read presents the token; nothing to unpack

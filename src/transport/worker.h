@@ -112,7 +112,7 @@ class Worker {
 
  private:
   friend class MemoryRegion;
-  void unmap(void* memh, uint64_t token);
+  void unmap(void* memh, const std::string& packed_rkey);
   explicit Worker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -163,12 +163,17 @@ class RemoteKey {
   [[nodiscard]] bool region_contains(uint64_t remote, uint64_t len) const {
     return remote >= region_addr_ && len <= region_len_ && remote - region_addr_ <= region_len_ - len;
   }
+  // The slot of the source's table of served regions that lists it (process reads).
+  [[nodiscard]] uint32_t slot() const { return slot_; }
+  [[nodiscard]] uint64_t slot_key() const { return slot_key_; }
 
  private:
   std::shared_ptr<Peer> peer_;
   void* rkey_ = nullptr;
   uint64_t token_ = 0;
   uint64_t region_addr_ = 0, region_len_ = 0;
+  uint32_t slot_ = 0;
+  uint64_t slot_key_ = 0;
   bool over_ucx_ = false;
 };
 

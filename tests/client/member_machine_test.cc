@@ -334,6 +334,31 @@ TEST_F(MemberMachineTest, AbsoluteSpecEndsWithTheLossOfItsVersion) {
   EXPECT_FALSE(did<PrepareFill>());
 }
 
+// Issue 19: a grant naming another version than an absolute request asked for (a lying
+// registry, or a relay rewriting frames) is given back unread; the request fails, never
+// reporting the other version as a success.
+TEST_F(MemberMachineTest, GrantOfAnotherVersionThanAskedIsGivenBackUnread) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, 1, false});
+  step(Prepared{op, 7, "fill-1", 1});
+  auto rep = sent<sched::Replicate>();
+  ASSERT_TRUE(rep);
+  clear();
+  reply(rep->first, grant(7, 5));
+  EXPECT_EQ(began(), 0u) << "nothing is read from the source the lie names";
+  auto unpub = sent<sched::Unpublish>();
+  ASSERT_TRUE(unpub) << "the grant is given back";
+  EXPECT_FALSE(completed());
+  ok(unpub->first);
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kRegistry);
+  EXPECT_NE(completed()->detail.find("granted version 7 for a request of version 1"), std::string::npos)
+      << completed()->detail;
+  EXPECT_EQ(m.held(), -1);
+}
+
 // Lost during the transfer: the partial buffers are given up first (counter invalidated,
 // Unpublish answered), then the latest is asked again and read from byte 0 under a new fill.
 TEST_F(MemberMachineTest, LatestLostDuringTheTransferGivesUpThenMovesOn) {

@@ -1,6 +1,7 @@
 // Reads of a same-host source's memory with process_vm_readv (src/transport/process_reads.h):
 // byte-exact through the Worker with no UCX endpoint; a read outside the region the rkey names
-// is refused; an address whose identity word does not check out (wrong nonce, pid gone) falls
+// is refused, and so is one outside what the source itself lists (a forged rkey: another
+// process's memory, the reader's own, UCX's mapped segment), having copied nothing; an address whose identity word does not check out (wrong nonce, pid gone) falls
 // back to UCX; a stopped source is still read to the end; a killed one fails the read at once.
 #include "src/transport/process_reads.h"
 
@@ -50,8 +51,12 @@ struct SourceMode {
     auto* mem = static_cast<unsigned char*>(std::malloc(kChildBytes));
     for (size_t i = 0; i < kChildBytes; ++i) mem[i] = pattern(i);
     auto region = w->map(mem, kChildBytes);
-    std::printf("%s %s %llu\n", hex(w->address()).c_str(), hex(region->packed_rkey()).c_str(),
-                static_cast<unsigned long long>(region->address()));
+    // Memory it never registered: no reader may copy it, whatever a descriptor says.
+    static char secret[4096];
+    std::memset(secret, 'S', sizeof secret);
+    std::printf("%s %s %llu %llu\n", hex(w->address()).c_str(), hex(region->packed_rkey()).c_str(),
+                static_cast<unsigned long long>(region->address()), static_cast<unsigned long long>(
+                    reinterpret_cast<uintptr_t>(secret)));
     std::fflush(stdout);
     for (;;) ::pause();
   }
@@ -60,7 +65,7 @@ struct SourceMode {
 struct Child {
   pid_t pid = -1;
   std::string address, rkey;
-  uint64_t addr = 0;
+  uint64_t addr = 0, secret = 0;
   Child() {
     int fds[2];
     if (::pipe(fds) != 0) return;
@@ -79,11 +84,12 @@ struct Child {
     ::close(fds[0]);
     std::istringstream in(line);
     std::string a, k;
-    unsigned long long x = 0;
-    in >> a >> k >> x;
+    unsigned long long x = 0, y = 0;
+    in >> a >> k >> x >> y;
     address = unhex(a);
     rkey = unhex(k);
     addr = x;
+    secret = y;
   }
   ~Child() {
     if (pid > 0) {
@@ -237,6 +243,102 @@ TEST(ProcessReadsTest, UcxAllocatedRegionIsReadOverItsMappedSegmentUnlessAll) {
     reader->call([&] { clean = reader->reads_cancel_cleanly(reader->peer(source->address(), false)); });
     EXPECT_EQ(clean, std::string(mode) == "all") << mode << ": a UCX endpoint for the mapped segment or not";
   }
+  region.reset();
+}
+
+// A rkey forged from a real one (issue 19: any client of the registry learns a source's
+// descriptors): the same slot and key with another address, or a wider region, or another
+// key. A process read copies only what the source lists, so each read fails and leaves the
+// reader's buffer as it was; the real rkey still reads.
+std::string forge(const std::string& packed, uint64_t addr, uint64_t len, uint64_t key_xor = 0, uint32_t slot_add = 0) {
+  DecodedRkey d = decode_rkey(packed);
+  EXPECT_TRUE(d.has_slot);
+  return encode_rkey(d.ucx, d.token, addr, len, d.ucx_mapped, {true, d.slot + slot_add, d.slot_key ^ key_xor});
+}
+
+TEST(ProcessReadsTest, ForgedRkeyCannotReadAnotherProcesssUnregisteredMemory) {
+  Child child;
+  ASSERT_GT(child.pid, 0);
+  ASSERT_NE(child.secret, 0u);
+  auto reader = Worker::create(WorkerOptions{});
+  std::vector<char> dst(4096, 0);
+  const uint64_t past_end = child.addr + kChildBytes;
+  for (const auto& [rkey, at] : std::vector<std::pair<std::string, uint64_t>>{
+           {forge(child.rkey, child.secret, 4096), child.secret},                    // another address
+           {forge(child.rkey, child.addr, kChildBytes + 4096), past_end},            // wider, read past its end
+           {forge(child.rkey, child.addr, 4096, 0x5a5a), child.addr},                // another key
+           {forge(child.rkey, child.addr, 4096, 0, 1u << 20), child.addr}}) {       // a slot beyond the table
+    Outcome o = read_all(*reader, child.address, rkey, dst.data(), at, 4096, 4096);
+    EXPECT_EQ(o.failures, 1);
+    EXPECT_FALSE(o.error.empty());
+    EXPECT_EQ(std::string(dst.data(), dst.size()), std::string(4096, '\0')) << "bytes were copied: " << o.error;
+  }
+  // The peer is still readable with its real rkey.
+  Outcome good = read_all(*reader, child.address, child.rkey, dst.data(), child.addr, 4096, 4096);
+  EXPECT_EQ(good.failures, 0) << good.error;
+  for (size_t i = 0; i < dst.size(); ++i) ASSERT_EQ(static_cast<unsigned char>(dst[i]), pattern(i)) << i;
+  reader.reset();
+}
+
+// The same with the reader's own pid in the forged address: it must not copy its own memory.
+TEST(ProcessReadsTest, ForgedRkeyCannotMakeAReaderCopyItsOwnMemory) {
+  auto self = Worker::create(WorkerOptions{});  // serves one page of this process
+  auto reader = Worker::create(WorkerOptions{});
+  std::vector<char> mem(3 * 4096, 'x');
+  std::vector<char> secret(4096, 'S');
+  auto region = self->map(mem.data() + 4096, 4096);
+  std::vector<char> dst(4096, 0);
+  const auto secret_at = reinterpret_cast<uint64_t>(secret.data());
+  for (const auto& [rkey, at] : std::vector<std::pair<std::string, uint64_t>>{
+           {forge(region->packed_rkey(), secret_at, 4096), secret_at},
+           {forge(region->packed_rkey(), region->address() - 4096, 3 * 4096), region->address() - 4096}}) {
+    Outcome o = read_all(*reader, self->address(), rkey, dst.data(), at, 4096, 4096);
+    EXPECT_EQ(o.failures, 1);
+    EXPECT_NE(o.error.find("serves"), std::string::npos) << o.error;
+    EXPECT_EQ(std::string(dst.data(), dst.size()), std::string(4096, '\0')) << "bytes were copied";
+  }
+  Outcome good = read_all(*reader, self->address(), region->packed_rkey(), dst.data(), region->address(), 4096, 4096);
+  EXPECT_EQ(good.failures, 0) << good.error;
+  EXPECT_EQ(std::string(dst.data(), dst.size()), std::string(4096, 'x'));
+  // Withdrawn (the region unmapped): its rkey reads nothing any more.
+  const std::string old = region->packed_rkey();
+  const uint64_t old_at = region->address();
+  region.reset();
+  std::fill(dst.begin(), dst.end(), 0);
+  auto fresh = Worker::create(WorkerOptions{});  // no cached rkey
+  Outcome gone = read_all(*fresh, self->address(), old, dst.data(), old_at, 4096, 4096);
+  EXPECT_EQ(gone.failures, 1);
+  EXPECT_NE(gone.error.find("does not serve"), std::string::npos) << gone.error;
+  EXPECT_EQ(std::string(dst.data(), dst.size()), std::string(4096, '\0'));
+  fresh.reset();
+  reader.reset();
+}
+
+// UCX's mapped segment is copied from without asking the source: a rkey whose region is
+// longer than what the source lists is refused when it is unpacked.
+TEST(ProcessReadsTest, ForgedRegionOverTheMappedSegmentIsRefused) {
+  auto source = Worker::create(WorkerOptions{});
+  auto region = source->allocate(1u << 20);
+  auto reader = Worker::create(WorkerOptions{});
+  const std::string longer = forge(region->packed_rkey(), region->address(), region->length() + 1);
+  bool threw = false;
+  std::string why;
+  reader->call([&] {
+    try {
+      reader->remote_key(reader->peer(source->address(), false), longer);
+    } catch (const std::exception& e) {
+      threw = true;
+      why = e.what();
+    }
+  });
+  EXPECT_TRUE(threw);
+  EXPECT_NE(why.find("outside the region"), std::string::npos) << why;
+  // A read one byte past the real region's end is refused as well.
+  std::vector<char> dst(region->length() + 1, 0);
+  Outcome o = read_all(*reader, source->address(), region->packed_rkey(), dst.data(), region->address(),
+                       region->length() + 1, region->length() + 1);
+  EXPECT_EQ(o.failures, 1);
+  reader.reset();
   region.reset();
 }
 

@@ -51,7 +51,10 @@ void Worker::Impl::add_socket_fds() {
 int Worker::Impl::progress_sockets() {
   if (!server) return 0;  // no server, no socket peers either (Worker::peer)
   add_socket_fds();
-  if (::poll(socket_fds.data(), socket_fds.size(), 0) <= 0) return 0;
+  if (::poll(socket_fds.data(), socket_fds.size(), 0) <= 0) {
+    server->expire(ReadServer::Clock::now());  // deadlines pass without events too
+    return 0;
+  }
   int n = server->progress(socket_fds);
   SocketDone done;
   for (auto& [key, p] : peers) {

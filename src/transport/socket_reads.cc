@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -108,8 +109,13 @@ int listen_on(uint32_t ip, uint16_t port) {
 // reader can reach the server only where it was told to, never on an interface the user
 // did not name (docs/security.md). The port is the first address's free one; if another
 // process holds it on a later address, the whole set is tried again.
-ReadServer::ReadServer(std::vector<uint32_t> advertise) : advertise_(std::move(advertise)) {
+ReadServer::ReadServer(std::vector<uint32_t> advertise, ReadServerLimits limits)
+    : limits_(limits), advertise_(std::move(advertise)) {
   if (advertise_.empty()) throw Error(Code::kArg, "read server: no address to listen on");
+  max_conns_ = limits_.max_connections;
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    max_conns_ = std::min<size_t>(max_conns_, std::max<size_t>(1, static_cast<size_t>(nofile.rlim_cur / 2)));
   std::string err;
   for (int attempt = 0; attempt < 16 && listen_fds_.empty(); ++attempt) {
     uint16_t port = 0;
@@ -167,9 +173,31 @@ void ReadServer::withdraw(uint64_t token) {
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
 }
 
+size_t ReadServer::pending() const { return pending_; }
+
+// Keeps the per-peer counts: d = +1 when a connection is added, -1 when it goes; a pending
+// one counts as pending too until it is authenticated.
+void ReadServer::count(const Conn& c, int d) {
+  auto bump = [d](std::map<uint32_t, size_t>& m, uint32_t ip) {
+    if (d > 0) {
+      ++m[ip];
+    } else if (auto it = m.find(ip); it != m.end() && --it->second == 0) {
+      m.erase(it);
+    }
+  };
+  bump(per_peer_, c.ip);
+  if (!c.authed) {
+    bump(pending_per_peer_, c.ip);
+    pending_ = d > 0 ? pending_ + 1 : pending_ - 1;
+  }
+}
+
 void ReadServer::add_fds(std::vector<pollfd>* fds) {
   fd_base_ = fds->size();
-  for (int fd : listen_fds_) fds->push_back({fd, POLLIN, 0});
+  // While accepting is paused the listening sockets are not polled: one that stays readable
+  // because no descriptor is left would wake the loop at once, for ever.
+  const short listen_ev = accepting() ? POLLIN : 0;
+  for (int fd : listen_fds_) fds->push_back({fd, listen_ev, 0});
   for (const auto& c : conns_) {
     short ev = c->out.size() < kMaxQueued ? POLLIN : 0;
     if (!c->out.empty()) ev |= POLLOUT;
@@ -202,16 +230,55 @@ int ReadServer::progress(const std::vector<pollfd>& fds) {
   }
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
   fd_count_ = 0;
+  expire(Clock::now());
   return n;
+}
+
+void ReadServer::expire(Clock::time_point now) {
+  if (now < next_expiry_) return;
+  next_expiry_ = now + std::chrono::milliseconds(50);
+  bool any = false;
+  for (auto& c : conns_) {
+    if (c->fd < 0) continue;
+    const bool late = (!c->authed && now - c->since > limits_.pending_deadline) ||
+                      (c->out.empty() && now - c->last_active > limits_.idle_deadline) ||
+                      (!c->out.empty() && now - c->write_stuck > limits_.write_deadline);
+    if (late) {
+      close_conn(*c);
+      any = true;
+    }
+  }
+  if (any) conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
 }
 
 void ReadServer::accept_all(int listen_fd) {
   for (;;) {
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors: the backlog waits
+    sockaddr_in from{};
+    socklen_t flen = sizeof from;
+    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&from), &flen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        paused_until_ = Clock::now() + limits_.accept_pause;  // the backlog waits
+      return;  // EAGAIN: none left
+    }
+    const uint32_t ip = from.sin_family == AF_INET ? from.sin_addr.s_addr : 0;
+    auto at = [](const std::map<uint32_t, size_t>& m, uint32_t k) {
+      auto it = m.find(k);
+      return it == m.end() ? size_t{0} : it->second;
+    };
+    if (conns_.size() >= max_conns_ || pending_ >= limits_.max_pending || at(per_peer_, ip) >= limits_.max_per_peer ||
+        at(pending_per_peer_, ip) >= limits_.max_pending_per_peer) {
+      ::close(fd);  // over a cap: the peer sees its connection closed
+      ++refused_;
+      continue;
+    }
     set_nodelay(fd);
     auto c = std::make_unique<Conn>();
     c->fd = fd;
+    c->ip = ip;
+    c->since = c->last_active = c->write_stuck = Clock::now();
+    count(*c, +1);
     conns_.push_back(std::move(c));
   }
 }
@@ -253,6 +320,13 @@ void ReadServer::parse_requests(Conn& c) {
       const uint64_t off = addr - it->second.addr;
       if (off <= it->second.len && len <= it->second.len - off) status = 0;
     }
+    if (it != regions_.end() && !c.authed) {  // a token this server handed out: a credential
+      count(c, -1);
+      c.authed = true;
+      count(c, +1);
+    }
+    c.last_active = Clock::now();
+    if (c.out.empty()) c.write_stuck = c.last_active;
     r.data = status == 0 ? reinterpret_cast<const char*>(addr) : nullptr;
     r.len = status == 0 ? len : 0;
     put64(r.header + 8, r.len);
@@ -287,6 +361,7 @@ bool ReadServer::write_replies(Conn& c) {
       return errno == EAGAIN || errno == EWOULDBLOCK;  // else the reader is gone
     }
     auto left = static_cast<uint64_t>(k);
+    if (left > 0) c.write_stuck = c.last_active = Clock::now();
     while (left > 0 && !c.out.empty()) {
       Reply& r = c.out.front();
       uint64_t want = kReplyHeader + r.len - r.sent;
@@ -300,7 +375,10 @@ bool ReadServer::write_replies(Conn& c) {
 }
 
 void ReadServer::close_conn(Conn& c) {
-  if (c.fd >= 0) ::close(c.fd);
+  if (c.fd >= 0) {
+    ::close(c.fd);
+    count(c, -1);
+  }
   c.fd = -1;
   c.out.clear();
   c.in.clear();

@@ -9,6 +9,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -30,12 +31,32 @@ struct SocketEndpoint {
 // loopback; with none of those, 127.0.0.1.
 std::vector<uint32_t> local_ipv4(const std::string& devices);
 
+// What one ReadServer lets its peers hold (issue 19: 1,100 idle connections, no greeting, no
+// token, once took a trainer's file descriptors to their limit and its progress thread then
+// spun on a listening socket it could not accept from). A connection is *pending* until it
+// has presented a valid token (the greeting is no credential); pending ones are few per peer
+// address and have a deadline; every connection counts against a total below the process's
+// descriptor limit; replies a reader does not take for write_deadline close its connection;
+// a connection idle for idle_deadline is closed (the reader's next transfer opens another).
+// Out of descriptors (EMFILE, ENFILE), accepting pauses for accept_pause.
+struct ReadServerLimits {
+  size_t max_connections = 1024;         // and at most half the soft RLIMIT_NOFILE
+  size_t max_per_peer = 256;             // connections from one IPv4 address
+  size_t max_pending = 256;              // connections not yet authenticated, in all
+  size_t max_pending_per_peer = 64;      // ... from one address
+  std::chrono::milliseconds pending_deadline{10'000};
+  std::chrono::milliseconds idle_deadline{120'000};
+  std::chrono::milliseconds write_deadline{30'000};
+  std::chrono::milliseconds accept_pause{100};
+};
+
 // Serves reads of the regions it was told about to every reader that connects.
 class ReadServer {
  public:
+  using Clock = std::chrono::steady_clock;
   // Listens on each address of `advertise` (and nowhere else), on one free port. Throws
   // Error(kTransport) when it cannot, Error(kArg) for an empty list.
-  explicit ReadServer(std::vector<uint32_t> advertise);
+  explicit ReadServer(std::vector<uint32_t> advertise, ReadServerLimits limits = {});
   ~ReadServer();
   ReadServer(const ReadServer&) = delete;
   ReadServer& operator=(const ReadServer&) = delete;
@@ -52,7 +73,13 @@ class ReadServer {
   void add_fds(std::vector<pollfd>* fds);
   // Accepts, reads requests, writes replies, without blocking; returns the events handled.
   int progress(const std::vector<pollfd>& fds);
+  // Closes connections past their deadlines (also when poll() saw nothing); cheap to call often.
+  void expire(Clock::time_point now);
   [[nodiscard]] size_t connections() const { return conns_.size(); }
+  [[nodiscard]] size_t pending() const;
+  [[nodiscard]] bool accepting() const { return Clock::now() >= paused_until_; }
+  [[nodiscard]] size_t connection_limit() const { return max_conns_; }
+  [[nodiscard]] uint64_t refused() const { return refused_; }  // connections closed at accept (caps)
 
  private:
   struct Reply {
@@ -63,7 +90,10 @@ class ReadServer {
   };
   struct Conn {
     int fd = -1;
+    uint32_t ip = 0;
     bool greeted = false;
+    bool authed = false;  // has presented a valid token
+    Clock::time_point since, last_active, write_stuck;  // write_stuck: replies queued, none sent since
     std::string in;
     std::deque<Reply> out;
   };
@@ -73,6 +103,14 @@ class ReadServer {
   bool write_replies(Conn& c);   // false: close it
   void close_conn(Conn& c);
 
+  ReadServerLimits limits_;
+  size_t max_conns_ = 0;
+  Clock::time_point paused_until_{};
+  Clock::time_point next_expiry_{};
+  uint64_t refused_ = 0;
+  std::map<uint32_t, size_t> per_peer_, pending_per_peer_;
+  size_t pending_ = 0;
+  void count(const Conn& c, int d);
   std::vector<int> listen_fds_;  // one per advertised address
   uint16_t port_ = 0;
   std::vector<uint32_t> advertise_;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/common/status.h"
@@ -154,6 +156,124 @@ TEST(SocketReadsTest, ReaderGoneMidReplyCostsTheServerOnlyThatConnection) {
   ASSERT_TRUE(drive(server, {&next}, [&] { return ok + failed == 16; }));
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(std::memcmp(again.data(), mem.data(), mem.size()), 0);
+}
+
+// A raw TCP connection to the server (no greeting unless sent): -1 when refused.
+int raw_connect(const ReadServer& server) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(server.endpoint().port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+ReadServerLimits short_limits() {
+  ReadServerLimits l;
+  l.max_pending = 8;
+  l.max_pending_per_peer = 4;
+  l.pending_deadline = std::chrono::milliseconds(300);
+  l.write_deadline = std::chrono::milliseconds(300);
+  return l;
+}
+
+// Issue 19: connections without a credential (no greeting, no token) once took a trainer's
+// descriptors to their limit. Now a peer holds few pending connections, and only until the
+// pending deadline; a reader that presented a token keeps its connection past it.
+TEST(SocketReadsTest, ConnectionsWithoutATokenAreCappedAndTimedOut) {
+  std::vector<char> mem(1 << 20, 'm');
+  ReadServer server({htonl(INADDR_LOOPBACK)}, short_limits());
+  server.serve(reinterpret_cast<uint64_t>(mem.data()), mem.size(), 7);
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) idle.push_back(raw_connect(server));
+  const auto t0 = std::chrono::steady_clock::now();
+  drive(server, {}, [&] { return server.refused() >= 36; }, 200);
+  EXPECT_LE(server.connections(), 4u) << "pending connections from one peer are capped";
+  EXPECT_GE(server.refused(), 36u);
+  // Past the deadline they are closed, and a reader with a token is served.
+  ASSERT_TRUE(drive(server, {}, [&] { return server.connections() == 0; }, 100));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  ReadConnection r(loopback(server));
+  std::vector<char> dst(4096, 0);
+  int done = 0;
+  std::string err;
+  auto read_once = [&] {
+    r.read(dst.data(), dst.size(), reinterpret_cast<uint64_t>(mem.data()), 7,
+           [&](bool ok, const std::string& e) { err = ok ? "" : e, ++done; });
+  };
+  read_once();
+  ASSERT_TRUE(drive(server, {&r}, [&] { return done == 1; }));
+  EXPECT_TRUE(err.empty()) << err;
+  EXPECT_EQ(server.pending(), 0u) << "a valid token authenticates the connection";
+  // Authenticated: the pending deadline no longer applies.
+  const auto t1 = std::chrono::steady_clock::now();
+  drive(server, {&r}, [&] { return std::chrono::steady_clock::now() - t1 > std::chrono::milliseconds(500); }, 20);
+  read_once();
+  ASSERT_TRUE(drive(server, {&r}, [&] { return done == 2; }));
+  EXPECT_TRUE(err.empty()) << err;
+  EXPECT_EQ(std::string(dst.data(), dst.size()), std::string(4096, 'm'));
+  for (int fd : idle)
+    if (fd >= 0) ::close(fd);
+}
+
+// A reader that asks and never takes its replies holds the server's memory and a descriptor:
+// its connection is closed after the write deadline.
+TEST(SocketReadsTest, RepliesNotTakenForTheWriteDeadlineCloseTheConnection) {
+  std::vector<char> mem(32 << 20, 'w');
+  ReadServer server({htonl(INADDR_LOOPBACK)}, short_limits());
+  server.serve(reinterpret_cast<uint64_t>(mem.data()), mem.size(), 8);
+  int fd = raw_connect(server);
+  ASSERT_GE(fd, 0);
+  const char greeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x04};
+  std::string req(greeting, 8);
+  for (uint64_t v : {uint64_t{1}, reinterpret_cast<uint64_t>(mem.data()), uint64_t{mem.size()}, uint64_t{8}})
+    req.append(reinterpret_cast<const char*>(&v), 8);
+  ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  ASSERT_TRUE(drive(server, {}, [&] { return server.connections() == 1 && server.pending() == 0; }, 100));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(drive(server, {}, [&] { return server.connections() == 0; }, 100)) << "never closed";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  ::close(fd);
+}
+
+// Out of descriptors, accept fails and the listening socket stays readable: the server stops
+// polling it for a while instead of waking the loop at once, for ever.
+TEST(SocketReadsTest, OutOfDescriptorsPausesAccepting) {
+  ReadServer server({htonl(INADDR_LOOPBACK)});
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<int> fds;
+  int probe = ::dup(0);
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(probe + 8);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (int i = 0; i < 16; ++i) {
+    int fd = raw_connect(server);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  // Fill the table so that accept has no descriptor left.
+  for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) fds.push_back(fd);
+  std::vector<pollfd> pfds;
+  server.add_fds(&pfds);
+  ::poll(pfds.data(), pfds.size(), 100);
+  server.progress(pfds);
+  EXPECT_FALSE(server.accepting()) << "accept failed with EMFILE; accepting pauses";
+  std::vector<pollfd> again;
+  server.add_fds(&again);
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again[0].events, 0) << "the listening socket is not polled while paused";
+  for (int fd : fds) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_TRUE(server.accepting());
 }
 
 // Through the Worker, as the transfer executor uses it: two workers restricted to tcp serve

@@ -216,7 +216,10 @@ int THUB_Info_free(THUB_Info *info);
  *    transfer under way, an unpublish or an update in place completes
  *  - `heartbeat_ms` (int, default `1000`, 10..3600000): client heartbeat period in ms
  *  - `reconnect_ms` (int, default `10000`, 0..3600000): after losing the registry, try the address
- *    list this long (ms)
+ *    list this long (ms); then calls fail at once while the list is still tried every second in the
+ *    background
+ *  - `registry_probe_ms` (int, default `2000`, 0..3600000): connected to a backup, ask the earlier
+ *    registry addresses this often (ms) and move back to the first that answers (0: never)
  *  - `registry_timeout_ms` (int, default `5000`, 0..86400000): a registry that sends nothing this
  *    long (ms) is lost: fail over (0: never)
  *  - `registry_connect_timeout_ms` (int, default `5000`, 1..3600000): per registry address: connect

@@ -30,6 +30,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.timeout_ms = info.get<info_key("timeout_ms")>();
   c.heartbeat_ms = static_cast<int>(info.get<info_key("heartbeat_ms")>());
   c.reconnect_ms = static_cast<int>(info.get<info_key("reconnect_ms")>());
+  c.registry_probe_ms = static_cast<int>(info.get<info_key("registry_probe_ms")>());
   c.registry_timeout_ms = static_cast<int>(info.get<info_key("registry_timeout_ms")>());
   c.registry_connect_timeout_ms = static_cast<int>(info.get<info_key("registry_connect_timeout_ms")>());
   c.registry_request_timeout_ms = static_cast<int>(info.get<info_key("registry_request_timeout_ms")>());
@@ -59,6 +60,7 @@ registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::s
   co.datacenter = datacenter;
   co.heartbeat_ms = heartbeat_ms;
   co.reconnect_ms = reconnect_ms;
+  co.probe_ms = registry_probe_ms;
   co.registry_timeout_ms = registry_timeout_ms;
   co.connect_timeout_ms = registry_connect_timeout_ms;
   co.request_timeout_ms = registry_request_timeout_ms;
@@ -111,6 +113,8 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
 }
 
 void Context::dispatch(const MachineEvent& ev) {
+  if (const auto* g = std::get_if<RegistryGone>(&ev)) registry_gone_ = g->detail;
+  if (std::holds_alternative<RegistryBack>(ev)) registry_gone_.reset();
   std::vector<std::shared_ptr<RegistryListener>> ms;
   {
     std::lock_guard<std::mutex> lk(mu_);

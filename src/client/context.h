@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ struct ContextConfig {
   int64_t timeout_ms = 0;
   int heartbeat_ms = 0;
   int reconnect_ms = 0;                 // after losing the registry, try the list this long
+  int registry_probe_ms = 0;            // on a backup, ask the earlier addresses this often
   int registry_timeout_ms = 0;          // a registry silent this long is lost (failover); 0: never
   int registry_connect_timeout_ms = 0;  // per address: connect and HELLO
   int registry_request_timeout_ms = 0;  // requests answered at once, unless timeout_ms is set
@@ -97,6 +99,9 @@ class Context {
   // engine hands each event to every model attached.
   void attach(const std::shared_ptr<RegistryListener>& m);
   void detach(const RegistryListener* m);
+  // On the engine: why every registry is gone (kGone, not yet followed by kBack), or null
+  // while one answers or reconnection is under way. A model opened now starts from it.
+  [[nodiscard]] const std::string* registry_gone() const { return registry_gone_ ? &*registry_gone_ : nullptr; }
 
  private:
   ContextConfig cfg_;
@@ -109,6 +114,7 @@ class Context {
   std::map<uintptr_t, std::shared_ptr<transport::MemoryRegion>> allocations_;  // by base address
   std::unique_ptr<Executor> engine_;
   std::unique_ptr<Executor> copier_;
+  std::optional<std::string> registry_gone_;  // on the engine
   void dispatch(const MachineEvent& ev);  // on the engine
 };
 

@@ -79,6 +79,11 @@ void MemberMachine::on(const OpOpen& e) {
   if (!start(e.op, Kind::kOpen)) return;
   if (phase_ != Phase::kNew) return finish(Code::kState, "already open");
   generation_ = std::max(generation_, e.generation);  // a RegistryBack may have come first
+  if (e.gone) {  // the connection gave up before this model existed: its RegistryGone came first
+    up_ = false;
+    gone_ = true;
+    gone_detail_ = e.gone_detail;
+  }
   if (!up_) return wait_registry();
   send_op_request();
 }

@@ -35,7 +35,12 @@ struct MemberIdentity {
 
 // `generation`: the registry connection's generation when the open is made (requests carry
 // it, so that none with this registry's member id reaches a later one).
-struct OpOpen { uint64_t op; uint64_t generation = 0; };
+struct OpOpen {
+  uint64_t op;
+  uint64_t generation = 0;
+  bool gone = false;         // every registry is gone (the connection's kGone, no kBack since)
+  std::string gone_detail{};  // why
+};
 struct OpPublish { uint64_t op; int64_t version; };
 // THUB_Replicate (update=false) or THUB_Update (update=true).
 struct OpReplicate { uint64_t op; int64_t spec; bool update; };

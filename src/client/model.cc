@@ -437,8 +437,11 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   ctx.attach(core_);
   // The generation is read on the engine, where any later RegistryBack is dispatched after it.
   Context* c = &ctx;
-  auto r = core_->submit(Request::Kind::kOpen,
-                         [c](uint64_t op) { return MachineEvent{OpOpen{op, c->registry().generation()}}; });
+  // So is whether every registry is gone: then the open fails at once (THUB_ERR_REGISTRY).
+  auto r = core_->submit(Request::Kind::kOpen, [c](uint64_t op) {
+    const std::string* gone = c->registry_gone();
+    return MachineEvent{OpOpen{op, c->registry().generation(), gone != nullptr, gone ? *gone : std::string()}};
+  });
   r->wait();
   if (r->code() != Code::kSuccess) {
     ctx.detach(core_.get());

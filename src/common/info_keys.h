@@ -85,7 +85,11 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
     {"heartbeat_ms", info_keys_detail::kCtx, InfoType::kInt, "1000", 10, info_keys_detail::kHour,
      "client heartbeat period in ms"},
     {"reconnect_ms", info_keys_detail::kCtx, InfoType::kInt, "10000", 0, info_keys_detail::kHour,
-     "after losing the registry, try the address list this long (ms)"},
+     "after losing the registry, try the address list this long (ms); then calls fail at once while "
+     "the list is still tried every second in the background"},
+    {"registry_probe_ms", info_keys_detail::kCtx, InfoType::kInt, "2000", 0, info_keys_detail::kHour,
+     "connected to a backup, ask the earlier registry addresses this often (ms) and move back to the "
+     "first that answers (0: never)"},
     {"registry_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "5000", 0, info_keys_detail::kDay,
      "a registry that sends nothing this long (ms) is lost: fail over (0: never)"},
     {"registry_connect_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "5000", 1, info_keys_detail::kHour,

@@ -36,6 +36,8 @@ int64_t steady_ms() {
 // Requests are written in slices; each slice the registry takes counts as a sign of life,
 // so that a long upload is not mistaken for a silent registry.
 constexpr size_t kWriteSlice = 256u << 10;
+// With every address down past reconnect_ms, how often the list is tried again.
+constexpr int kRetryGoneMs = 1000;
 }  // namespace
 
 struct Connection::Impl {
@@ -60,18 +62,20 @@ struct Connection::Impl {
   std::function<void(const Order&)> order_fn;
   std::function<void(ConnectionEvent, uint64_t, const std::string&)> event_fn;
   std::thread reader;
+  std::thread prober;                    // probe_loop, when there are backups and probe_ms > 0
+  int move_back_to = -1;                 // under mu: an earlier address answered the prober
   ByteQueue in;                          // reader thread only
   std::string lost_why;                  // why the last connection was lost (under mu)
   std::atomic<int64_t> tx_progress_ms{0};  // when the registry last took a slice of a request
 
-  void connect_any(size_t first);
-  void handshake(const std::string& a, int64_t deadline);
-  void await_frame(const std::string& a, int64_t deadline, const char* what, FrameHeader* h, std::string_view* payload);
+  void connect_any(size_t last);  // last: the address just lost (tried last), or n
+  void probe_loop();               // on a backup: is an earlier address answering again?
   void send_frame(MsgType t, uint64_t req, const std::string& payload);
   bool send_heartbeat(int64_t deadline_ms);
   void read_loop();
   bool serve();  // false when the connection is lost
   bool reconnect();
+  bool retry_gone();
   void lose(const std::string& why);
   void fail_pending(const std::string& why);
   int receive();  // 1: bytes; 0: nothing now; -1: closed or failed
@@ -154,28 +158,58 @@ bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
   return true;
 }
 
+namespace {
+
+// One side of a handshake: a socket of our own and what came from it. The reader's own
+// connection and a probe of an earlier address (which runs beside it) each have one.
+struct HandshakeLink {
+  int sock;
+  ByteQueue& in;
+  int receive() {
+    char buf[4096];
+    for (;;) {
+      ssize_t k = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+      if (k > 0) {
+        in.append(buf, static_cast<size_t>(k));
+        return 1;
+      }
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+      return -1;
+    }
+  }
+  void send(MsgType t, const std::string& payload, const std::string& a) {
+    std::string f = encode_frame(t, 0, payload);
+    if (!write_all(sock, f.data(), f.size())) throw Error(Code::kRegistry, "lost the connection to registry " + a);
+  }
+};
+
 // The next frame of the handshake into *h/*payload (a view valid until in.consume). A registry
 // that accepted (the kernel does that even for a stopped process) but does not answer within
 // the deadline is skipped like an unreachable one.
-void Connection::Impl::await_frame(const std::string& a, int64_t deadline, const char* what, FrameHeader* h,
-                                   std::string_view* payload) {
+void await_frame(HandshakeLink& l, const std::string& a, int64_t deadline, int64_t budget_ms, const char* what,
+                 FrameHeader* h, std::string_view* payload) {
   for (;;) {
     // Before it has proven anything, a registry gets no more room than it gives a client.
-    if (in.size() >= kHeaderBytes) {
-      FrameHeader peek = decode_header(in.view().substr(0, kHeaderBytes));
+    if (l.in.size() >= kHeaderBytes) {
+      FrameHeader peek = decode_header(l.in.view().substr(0, kHeaderBytes));
       if (peek.length > kMaxHelloPayload) {
         throw Error(Code::kRegistry, "registry " + a + " answered " + what + " with a frame of " +
                                          std::to_string(peek.length) + " bytes");
       }
+      if (l.in.size() >= kHeaderBytes + peek.length) {
+        *h = peek;
+        *payload = l.in.view().substr(kHeaderBytes, peek.length);
+        return;
+      }
     }
-    if (next_frame(h, payload)) return;
     int64_t left = deadline - steady_ms();
     if (left <= 0) {
       throw Error(Code::kRegistry, "registry " + a + " did not answer " + what + " within " +
-                                       std::to_string(opts.connect_timeout_ms) + " ms");
+                                       std::to_string(budget_ms) + " ms");
     }
-    pollfd p{fd.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) > 0 && receive() < 0) {
+    pollfd p{l.sock, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) > 0 && l.receive() < 0) {
       throw Error(Code::kRegistry, "registry " + a + " closed the connection during " + what);
     }
   }
@@ -183,16 +217,18 @@ void Connection::Impl::await_frame(const std::string& a, int64_t deadline, const
 
 // HELLO with a fresh nonce of ours. A registry with a token answers CHALLENGE (its nonce); we
 // answer AUTH (our HMAC over both nonces), it answers AUTH_OK (its own HMAC, which we check
-// when auth_mutual) or refuses. The token itself never travels (docs/protocol.md).
-void Connection::Impl::handshake(const std::string& a, int64_t deadline) {
+// when auth_mutual) or refuses. The token itself never travels (docs/protocol.md). Nothing
+// else writes to the socket meanwhile: it is not yet the connection's.
+void handshake(const ConnectionOptions& opts, HandshakeLink& l, const std::string& a, int64_t deadline,
+               int64_t budget_ms) {
   const std::string nonce = random_bytes(kNonceBytes);
-  send_frame(MsgType::kHello, 0, encode_hello(Hello{nonce, opts.datacenter}));
+  l.send(MsgType::kHello, encode_hello(Hello{nonce, opts.datacenter}), a);
   FrameHeader h;
   std::string_view payload;
-  await_frame(a, deadline, "HELLO", &h, &payload);
+  await_frame(l, a, deadline, budget_ms, "HELLO", &h, &payload);
   auto refused = [&](const char* what) {
     sched::Reply r = decode_reply(payload);
-    in.consume(kHeaderBytes + h.length);
+    l.in.consume(kHeaderBytes + h.length);
     if (r.status == sched::Status::kAuth) return Error(Code::kAuth, "registry " + a + ": " + r.detail);
     if (r.status != sched::Status::kOk) return Error(Code::kRegistry, "registry " + a + ": " + r.detail);
     return Error(Code::kRegistry, "registry " + a + " answered " + what + " with an empty REPLY");
@@ -200,7 +236,7 @@ void Connection::Impl::handshake(const std::string& a, int64_t deadline) {
   if (h.type == MsgType::kReply) {
     sched::Reply r = decode_reply(payload);
     if (r.status != sched::Status::kOk) throw refused("HELLO");
-    in.consume(kHeaderBytes + h.length);
+    l.in.consume(kHeaderBytes + h.length);
     if (!opts.auth_token.empty() && opts.auth_mutual) {
       throw Error(Code::kAuth, "registry " + a +
                                    " asks for no auth token, so it cannot prove that it knows ours: refused "
@@ -215,16 +251,16 @@ void Connection::Impl::handshake(const std::string& a, int64_t deadline) {
     throw Error(Code::kAuth, "registry " + a + " requires an auth token: set auth_token_file (or auth_token)");
   }
   const std::string theirs = decode_challenge(payload);
-  in.consume(kHeaderBytes + h.length);
+  l.in.consume(kHeaderBytes + h.length);
   const Transcript t{nonce, theirs, opts.datacenter};
-  send_frame(MsgType::kAuth, 0, encode_auth(client_proof(opts.auth_token, t)));
-  await_frame(a, deadline, "AUTH", &h, &payload);
+  l.send(MsgType::kAuth, encode_auth(client_proof(opts.auth_token, t)), a);
+  await_frame(l, a, deadline, budget_ms, "AUTH", &h, &payload);
   if (h.type == MsgType::kReply) throw refused("AUTH");
   if (h.type != MsgType::kAuthOk) {
     throw Error(Code::kRegistry, "registry " + a + " answered AUTH with a " + type_name(h.type));
   }
   const std::string proof = decode_auth_ok(payload);
-  in.consume(kHeaderBytes + h.length);
+  l.in.consume(kHeaderBytes + h.length);
   if (opts.auth_mutual && !constant_time_equal(proof, registry_proof(opts.auth_token, t))) {
     throw Error(Code::kAuth, "registry " + a +
                                  " could not prove that it knows the auth token: an impostor, or a registry "
@@ -232,12 +268,24 @@ void Connection::Impl::handshake(const std::string& a, int64_t deadline) {
   }
 }
 
-// Tries every address once, starting at `first`; throws Error(kRegistry/kAuth).
-void Connection::Impl::connect_any(size_t first) {
+// The order in which addresses are tried: the list's own (the first that answers is the
+// leader: the primary while it lives), with `last` (the address just lost, n: none) put at
+// the end, since it is the likeliest to be down.
+std::vector<size_t> preference(size_t n, size_t last) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != last) order.push_back(i);
+  }
+  if (last < n) order.push_back(last);
+  return order;
+}
+
+}  // namespace
+
+// Tries every address once, in the order of preference; throws Error(kRegistry/kAuth).
+void Connection::Impl::connect_any(size_t last) {
   std::string errors;
-  size_t n = opts.addresses.size();
-  for (size_t k = 0; k < n; ++k) {
-    size_t i = (first + k) % n;
+  for (size_t i : preference(opts.addresses.size(), last)) {
     const auto& a = opts.addresses[i];
     try {
       int64_t started = steady_ms();
@@ -252,7 +300,8 @@ void Connection::Impl::connect_any(size_t first) {
         address_index = i;
       }
       in.clear();
-      handshake(a, started + opts.connect_timeout_ms);
+      HandshakeLink l{fd.get(), in};
+      handshake(opts, l, a, started + opts.connect_timeout_ms, opts.connect_timeout_ms);
       return;
     } catch (const Error& e) {
       if (e.code() == Code::kAuth || e.code() == Code::kArg) throw;
@@ -262,6 +311,47 @@ void Connection::Impl::connect_any(size_t first) {
     }
   }
   throw Error(Code::kRegistry, "no registry could be reached: " + errors);
+}
+
+// While the connection is to a backup (not the list's first address), the earlier addresses
+// are asked every probe_ms, with a whole handshake (a port that accepts is not yet a registry
+// that answers); the first that answers is the leader again, and the reader moves back to it
+// (a failover like any other: members open and publish again there). Runs beside the reader,
+// so that a slow probe delays no heartbeat.
+void Connection::Impl::probe_loop() {
+  std::unique_lock<std::mutex> lk(mu);
+  while (!stop) {
+    cv.wait_for(lk, std::chrono::milliseconds(opts.probe_ms), [&] { return stop.load(); });
+    if (stop) return;
+    if (state != State::kConnected || address_index == 0 || move_back_to >= 0) continue;
+    const size_t upto = address_index;
+    lk.unlock();
+    int found = -1;
+    std::string why;
+    for (size_t i = 0; i < upto && !stop && found < 0; ++i) {
+      const std::string& a = opts.addresses[i];
+      // A probe gets no longer than a heartbeat period to answer: a leader that slow is not
+      // worth a failover, and the destructor waits for a probe under way.
+      const int64_t budget = std::clamp<int64_t>(opts.probe_ms, 50, std::min(opts.connect_timeout_ms, 1000));
+      try {
+        const int64_t started = steady_ms();
+        Fd f = connect_tcp(parse_host_port(a), static_cast<int>(budget));
+        ByteQueue q;
+        HandshakeLink l{f.get(), q};
+        handshake(opts, l, a, started + budget, budget);
+        found = static_cast<int>(i);
+        why = "registry " + a + ", earlier in the list, answers again: moving back to it";
+      } catch (const Error&) {
+      } catch (const CodecError&) {
+      }
+    }
+    lk.lock();
+    if (found >= 0 && state == State::kConnected && static_cast<size_t>(found) < address_index) {
+      move_back_to = found;
+      lost_why = why;
+      wake();
+    }
+  }
 }
 
 void Connection::Impl::fail_pending(const std::string& why) {
@@ -398,6 +488,15 @@ bool Connection::Impl::serve() {
     }
     int n = ps[0].revents ? 1 : 0;
     if (stop) return true;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      if (move_back_to >= 0) {  // the prober found an earlier address answering again
+        std::string why = lost_why;
+        lk.unlock();
+        lose(why);
+        return false;
+      }
+    }
     now = steady_ms();
     expire(now);
     if (n > 0) {
@@ -425,22 +524,27 @@ bool Connection::Impl::serve() {
   return true;
 }
 
+// Within reconnect_ms: false when no address answered (or one refused our credentials).
 bool Connection::Impl::reconnect() {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.reconnect_ms);
-  size_t next = address_index + 1;
+  size_t last;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    last = address_index;
+  }
   int backoff_ms = 20;
-  std::string last;
+  std::string tried;
   auto give_up = [&] {
     std::lock_guard<std::mutex> lk(mu);
-    if (!last.empty()) lost_why += "; reconnecting gave up: " + last;
+    if (!tried.empty()) lost_why += "; reconnecting gave up: " + tried;
     return false;
   };
   while (!stop && std::chrono::steady_clock::now() < deadline) {
     try {
-      connect_any(next);
+      connect_any(last);
       return true;
     } catch (const Error& e) {
-      last = e.what();
+      tried = e.what();
       if (e.code() == Code::kAuth) return give_up();
     }
     std::unique_lock<std::mutex> lk(mu);
@@ -448,6 +552,28 @@ bool Connection::Impl::reconnect() {
     backoff_ms = std::min(backoff_ms * 2, 500);
   }
   return give_up();
+}
+
+// After reconnect_ms without a registry: requests fail at once (kGone), and the list is
+// still tried in the background, every kRetryGoneMs, until one answers (kBack) or the
+// connection is closed (false).
+bool Connection::Impl::retry_gone() {
+  while (!stop) {
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait_for(lk, std::chrono::milliseconds(kRetryGoneMs), [&] { return stop.load(); });
+    }
+    if (stop) return false;
+    try {
+      connect_any(opts.addresses.size());
+      return true;
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      lost_why = std::string("no registry answers (still trying every ") + std::to_string(kRetryGoneMs) +
+                 " ms): " + e.what();
+    }
+  }
+  return false;
 }
 
 void Connection::Impl::read_loop() {
@@ -461,15 +587,25 @@ void Connection::Impl::read_loop() {
     }
     notify(ConnectionEvent::kLost, why);
     bool back = reconnect();
+    if (!back) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        state = State::kDead;
+        why = lost_why;
+      }
+      cv.notify_all();
+      notify(ConnectionEvent::kGone, why);
+      if (!retry_gone()) return;
+    }
     {
       std::lock_guard<std::mutex> lk(mu);
-      state = back ? State::kConnected : State::kDead;
-      if (back) generation++;
+      state = State::kConnected;
+      generation++;
+      move_back_to = -1;
       why = lost_why;
     }
     cv.notify_all();
-    notify(back ? ConnectionEvent::kBack : ConnectionEvent::kGone, why);
-    if (!back) return;
+    notify(ConnectionEvent::kBack, why);
   }
 }
 
@@ -480,13 +616,16 @@ Connection::Connection(const ConnectionOptions& opts) : impl_(std::make_unique<I
   if (impl_->opts.heartbeat_ms <= 0) impl_->opts.heartbeat_ms = 1000;
   if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 5000;
   try {
-    impl_->connect_any(0);
+    impl_->connect_any(opts.addresses.size());
   } catch (...) {
     ::close(impl_->wake_fd);
     throw;
   }
   impl_->state = State::kConnected;
   impl_->reader = std::thread([this] { impl_->read_loop(); });
+  if (impl_->opts.probe_ms > 0 && impl_->opts.addresses.size() > 1) {
+    impl_->prober = std::thread([this] { impl_->probe_loop(); });
+  }
 }
 
 Connection::~Connection() {
@@ -498,6 +637,7 @@ Connection::~Connection() {
   impl_->cv.notify_all();
   impl_->wake();
   if (impl_->reader.joinable()) impl_->reader.join();
+  if (impl_->prober.joinable()) impl_->prober.join();
   impl_->fail_pending("connection closed");
   ::close(impl_->wake_fd);
 }

@@ -3,7 +3,10 @@
 // from a reader thread, and registry-initiated messages (retention offload orders).
 // Nothing waits on the registry without a bound: HELLO has a deadline, a registry that
 // sends nothing (not even heartbeat answers) for registry_timeout_ms is lost and the next
-// address is tried, and requests it answers at once have a default deadline.
+// address is tried, and requests it answers at once have a default deadline. The list is in
+// order of preference: the first address that answers leads (the primary while it lives), a
+// client on a backup moves back when an earlier one answers again, and a client that lost
+// every registry keeps trying in the background.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,11 @@ struct ConnectionOptions {
   std::string datacenter = "default";
   int heartbeat_ms = 1000;
   int connect_timeout_ms = 5000;    // per address: TCP connect, then the HELLO exchange
-  int reconnect_ms = 10000;         // after a loss, keep trying the address list this long
+  int reconnect_ms = 10000;         // after a loss, keep trying the address list this long; then
+                                    // requests fail at once (kGone) and the list is tried every
+                                    // second in the background until one answers (kBack)
+  int probe_ms = 2000;              // on a backup: ask the earlier addresses this often and move
+                                    // back to the first that answers (0: never)
   int registry_timeout_ms = 5000;   // no byte from the registry, and none of ours taken by it,
                                     // for this long: it is lost, as if it had closed (0: never)
   int request_timeout_ms = 30000;   // default deadline of requests answered at once (0: none)
@@ -54,7 +61,8 @@ struct RequestResult {
 enum class ConnectionEvent {
   kLost,  // lost; reconnecting to the address list (requests in flight failed with kRegistry)
   kBack,  // connected again (to a registry that knows nothing of this client)
-  kGone,  // reconnecting gave up: no registry
+  kGone,  // no registry answered within reconnect_ms: requests fail at once while the list is
+          // still tried in the background (a kBack follows when one answers)
 };
 
 class Connection {

@@ -1,7 +1,10 @@
 // Stateless registry failover: the registry process dies, clients move to the backup
 // address, re-publish what they hold, and replication goes on.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+
+#include <chrono>
 
 #include "tests/multiproc/cluster.h"
 
@@ -11,13 +14,33 @@ namespace {
 struct Registry {
   std::unique_ptr<PeerProcess> proc;
   std::string address;
-  Registry() {
-    proc = std::make_unique<PeerProcess>(THUB_REGISTRY_PATH, std::vector<std::string>{"--listen", "127.0.0.1:0"});
+  explicit Registry(const std::string& listen = "127.0.0.1:0", std::vector<std::string> flags = {}) {
+    std::vector<std::string> args{"--listen", listen};
+    args.insert(args.end(), flags.begin(), flags.end());
+    proc = std::make_unique<PeerProcess>(THUB_REGISTRY_PATH, args);
     std::string line = proc->reply(30);
     EXPECT_EQ(word(line, 0), "listening") << line;
     address = word(line, 1);
   }
 };
+
+int64_t ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Asks `line` until the reply's version (third word) is `want`, at most `limit_s`; every
+// other answer is kept, in order, for the failure message.
+bool until_version(PeerProcess& p, const std::string& line, const std::string& want, std::string* seen,
+                   int limit_s = 30) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (ms_since(t0) < limit_s * 1000) {
+    std::string r = p.cmd(line);
+    if (ok(r) && word(r, 2) == want) return true;
+    if (seen->size() < 2000) *seen += "[" + r + "] ";
+    ::poll(nullptr, 0, 100);
+  }
+  return false;
+}
 
 TEST(FailoverTest, BackupRegistryTakesOverAndReplicationContinues) {
   Registry primary, backup;
@@ -65,6 +88,114 @@ TEST(FailoverTest, NoRegistryLeftIsRegistryError) {
   // Reconnection gives up after the reconnect window; the call then says why.
   std::string r = p.cmd("replicate latest");
   EXPECT_EQ(status_of(r), -6) << r;
+}
+
+// Issue 19 item 4: a context whose every registry was gone for longer than reconnect_ms is
+// not lost for good. Calls fail at once meanwhile (a new THUB_Open too: it used to wait for
+// ever), the connection keeps trying in the background, and when a registry answers again the
+// models open and publish there by themselves.
+TEST(FailoverTest, AContextWhoseRegistriesWereAllGoneComesBackByItself) {
+  auto reg = std::make_unique<Registry>();
+  const std::string address = reg->address;
+  std::map<std::string, std::string> env = {
+      {"TENSORHUB_REGISTRY", address}, {"TENSORHUB_RECONNECT_MS", "500"}, {"TENSORHUB_HEARTBEAT_MS", "100"}};
+  PeerProcess trainer(env), reader(env);
+  ASSERT_TRUE(ok(trainer.cmd("init")));
+  ASSERT_TRUE(ok(reader.cmd("init")));
+  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(trainer.cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(trainer.cmd("fill 71")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+
+  reg->proc->kill_now();
+  reg.reset();
+  // Past the reconnect window every registry is gone; a call made now fails at once.
+  ::poll(nullptr, 0, 1500);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string r = reader.cmd("open policy reader 0 1");
+  EXPECT_EQ(status_of(r), -6) << r;  // THUB_ERR_REGISTRY
+  EXPECT_LT(ms_since(t0), 2000) << "an open without a registry waited";
+
+  // The registry comes back at its address: the trainer opens and publishes there again, and
+  // a new open of the reader succeeds and gets the trainer's bytes.
+  reg = std::make_unique<Registry>(address);
+  ASSERT_EQ(reg->address, address);
+  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 1; }, 30))
+      << "the trainer never came back to the registry";
+  r = reader.cmd("open policy reader 0 1");
+  ASSERT_TRUE(ok(r)) << r;
+  ASSERT_TRUE(ok(reader.cmd(std::string("tensors ") + kLayout)));
+  r = reader.cmd("replicate latest");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(word(r, 2), "1");
+  EXPECT_TRUE(ok(reader.cmd("check 71")));
+}
+
+// Issue 19 item 3 (a): a pause longer than the registry's heartbeat timeout does not split the
+// job between two registries. The paused process is dropped by the live primary, reconnects
+// to the backup, and moves back to the primary (registry_probe_ms) where the others are.
+struct PausedPair {
+  Registry primary{"127.0.0.1:0", {"--heartbeat-timeout-ms", "1500"}};
+  Registry backup{"127.0.0.1:0", {"--heartbeat-timeout-ms", "1500"}};
+  std::map<std::string, std::string> env() const {
+    return {{"TENSORHUB_REGISTRY", primary.address + "," + backup.address},
+            {"TENSORHUB_HEARTBEAT_MS", "100"},
+            {"TENSORHUB_REGISTRY_PROBE_MS", "200"}};
+  }
+  // Stopped well past the heartbeat timeout, then resumed.
+  static void pause(PeerProcess& p) {
+    p.signal(SIGSTOP);
+    ::poll(nullptr, 0, 3500);
+    p.signal(SIGCONT);
+  }
+};
+
+TEST(FailoverTest, APausedReaderComesBackToThePrimaryAndSeesNewVersions) {
+  PausedPair regs;
+  PeerProcess trainer(regs.env()), reader(regs.env());
+  ASSERT_TRUE(ok(trainer.cmd("init")));
+  ASSERT_TRUE(ok(reader.cmd("init")));
+  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
+  for (PeerProcess* p : {&trainer, &reader}) ASSERT_TRUE(ok(p->cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(trainer.cmd("fill 81")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+  std::string r = reader.cmd("replicate latest");
+  ASSERT_TRUE(ok(r)) << r;
+
+  reader.signal(SIGSTOP);
+  ::poll(nullptr, 0, 3500);  // the primary drops it (1.5 s without a heartbeat)
+  ASSERT_TRUE(ok(trainer.cmd("unpublish")));
+  ASSERT_TRUE(ok(trainer.cmd("fill 82")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 2")));
+  reader.signal(SIGCONT);
+  // It used to stay at the backup, answering NOT_UPDATED for ever.
+  std::string seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "2", &seen)) << "the resumed reader answered " << seen;
+  EXPECT_TRUE(ok(reader.cmd("check 82")));
+  std::cout << "[ paused reader ] before version 2: " << (seen.empty() ? "nothing" : seen) << "\n";
+}
+
+TEST(FailoverTest, APausedTrainerComesBackToThePrimaryWhereNewReadersAsk) {
+  PausedPair regs;
+  PeerProcess trainer(regs.env());
+  ASSERT_TRUE(ok(trainer.cmd("init")));
+  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(trainer.cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(trainer.cmd("fill 91")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+  PausedPair::pause(trainer);
+  // Published again at the backup, then once more at the primary it moved back to.
+  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 2; }, 30));
+  // A new reader starts at the primary: it finds the version there (it got NOT_FOUND).
+  PeerProcess reader(regs.env());
+  ASSERT_TRUE(ok(reader.cmd("init")));
+  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
+  ASSERT_TRUE(ok(reader.cmd(std::string("tensors ") + kLayout)));
+  std::string r = reader.cmd("replicate latest");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(word(r, 2), "1");
+  EXPECT_TRUE(ok(reader.cmd("check 91")));
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ using transport::Worker;
 namespace {
 
 constexpr int64_t kWatchdogUs = 50'000;
+// Twenty watchdog periods without any event of the transfer: this process was stopped (the
+// source's stall clock does not count it; a thread starved that long is rare and only delays
+// the verdict by the gap).
+constexpr int64_t kOwnPauseUs = 20 * kWatchdogUs;
 // From a complete source the counter is read to vouch for what landed once this much has
 // landed since the last read (one integrity block: what our own counter moves by under
 // verify), and at the end: with small chunks a read per chunk would double the round trips.
@@ -100,6 +104,7 @@ void Job::start() {
   plan.max_inflight = s_.max_inflight;
   plan.vouch_bytes = kVouchBytes;
   plan.stall_timeout_us = s_.stall_timeout_us;
+  plan.own_pause_us = kOwnPauseUs;
   plan.where = s_.where;
   const Stream* local = s_.local;
   plan.local_hash = [local](uint64_t b) { return local->hash_block(b); };

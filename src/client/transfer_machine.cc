@@ -27,6 +27,17 @@ std::vector<TransferStep> TransferMachine::take() {
   return out;
 }
 
+// The time of an event. While this process runs, the watchdog brings an event at least every
+// few tens of ms; a gap of own_pause_us between two events is this process stopped (SIGSTOP, a
+// debugger, a VM paused), not the source stalled: its stall clock does not count the gap.
+void TransferMachine::clock(int64_t now_us) {
+  if (p_.own_pause_us > 0 && now_ > 0 && now_us - now_ >= p_.own_pause_us) {
+    last_progress_ += now_us - now_;
+    paused_us_ += now_us - now_;
+  }
+  now_ = now_us;
+}
+
 std::vector<TransferStep> TransferMachine::start(int64_t now_us) {
   now_ = now_us;
   if (finished_) return take();  // failed before it began (the caller's own checks)
@@ -83,7 +94,7 @@ void TransferMachine::pump() {
 
 std::vector<TransferStep> TransferMachine::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err,
                                                     int64_t now_us) {
-  now_ = now_us;
+  clock(now_us);
   inflight_--;
   if (finished_) return take();  // abandoned by the watchdog
   if (!ok) {
@@ -118,7 +129,7 @@ void TransferMachine::fetch_hashes() {
 }
 
 std::vector<TransferStep> TransferMachine::on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us) {
-  now_ = now_us;
+  clock(now_us);
   inflight_--;
   hash_pending_ = false;
   if (finished_) return take();
@@ -180,7 +191,7 @@ void TransferMachine::poll_counter() {
 }
 
 std::vector<TransferStep> TransferMachine::on_retry(int64_t now_us) {
-  now_ = now_us;
+  clock(now_us);
   counter_pending_ = false;
   if (!finished_) poll_counter();
   return take();
@@ -188,7 +199,7 @@ std::vector<TransferStep> TransferMachine::on_retry(int64_t now_us) {
 
 std::vector<TransferStep> TransferMachine::on_counter(bool ok, uint64_t value, const std::string& err,
                                                       int64_t now_us) {
-  now_ = now_us;
+  clock(now_us);
   counter_pending_ = false;
   if (finished_) return take();
   if (!ok) {
@@ -242,7 +253,7 @@ std::vector<TransferStep> TransferMachine::on_counter(bool ok, uint64_t value, c
 // memory; a stopped process over TCP): give up on them and report the source, so that the
 // transfer resumes elsewhere from the checked bytes.
 std::vector<TransferStep> TransferMachine::on_watchdog(int64_t now_us, const std::string& gone) {
-  now_ = now_us;
+  clock(now_us);
   if (finished_) return take();
   if (!gone.empty()) {
     record_fail(Code::kTransport, gone, true);
@@ -255,7 +266,7 @@ std::vector<TransferStep> TransferMachine::on_watchdog(int64_t now_us, const std
 
 std::vector<TransferStep> TransferMachine::fail(Code code, const std::string& err, bool source_failed,
                                                 int64_t now_us) {
-  now_ = now_us;
+  clock(now_us);
   if (!finished_) {
     record_fail(code, err, source_failed);
     pump();

@@ -39,6 +39,9 @@ struct TransferPlan {
   int max_inflight = 16;
   uint64_t vouch_bytes = 1u << 20;  // from a complete source, read its counter once this much landed
   int64_t stall_timeout_us = 10'000'000;  // no progress this long: the source failed
+  // A gap this long between two events of the transfer (the watchdog brings one far more
+  // often) is a stop of this process, not counted against the source (0: every gap counts).
+  int64_t own_pause_us = 0;
   std::function<uint64_t(uint64_t)> local_hash;   // verify: the checksum of our block b
   std::function<std::string(uint64_t)> where;     // names the tensor at a stream offset
 };
@@ -89,6 +92,7 @@ class TransferMachine {
   [[nodiscard]] uint64_t counter_reads() const { return counter_reads_; }
   [[nodiscard]] uint64_t gets() const { return gets_; }
   [[nodiscard]] uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] int64_t paused_us() const { return paused_us_; }  // this process's stops, as seen
 
  private:
   void pump();
@@ -124,6 +128,8 @@ class TransferMachine {
   int64_t backoff_us_ = 20;
   int64_t last_progress_ = 0;
   int64_t now_ = 0;  // the time of the event being handled
+  int64_t paused_us_ = 0;  // gaps taken for stops of this process (own_pause_us)
+  void clock(int64_t now_us);
   uint64_t next_verify_block_ = 0;
   uint64_t copied_hashes_ = 0;
   Code fail_code_ = Code::kSuccess;

@@ -317,6 +317,46 @@ TEST_F(TransferMachineTest, StalledSourceIsGivenUpByTheWatchdog) {
   EXPECT_EQ(finished()->error, "the source process (pid 4) is gone");
 }
 
+// Issue 19 item 4: a reader stopped (SIGSTOP) longer than the stall timeout does not blame its
+// healthy source when it resumes: the gap between two of its own events is its own stop. The
+// stall clock then counts only time it ran; without own_pause_us every gap counts.
+TEST_F(TransferMachineTest, TheReadersOwnStopIsNotTheSourcesStall) {
+  TransferPlan p = complete(16, 8);
+  p.own_pause_us = 300'000;
+  make(p);
+  add(m->start(now));
+  for (int i = 0; i < 8; ++i) {  // 400 ms running, the watchdog every 50 ms
+    now += 50'000;
+    add(m->on_watchdog(now, ""));
+  }
+  now += 5'000'000;  // stopped 5 s
+  add(m->on_watchdog(now, ""));
+  EXPECT_FALSE(finished()) << "the reader's own stop was taken for the source's stall";
+  EXPECT_EQ(m->paused_us(), 5'000'000);
+  // Running again, the source still answering nothing: the stall timeout counts from here on
+  // what was left of it (1 s - 400 ms).
+  for (int i = 0; i < 11; ++i) {
+    now += 50'000;
+    add(m->on_watchdog(now, ""));
+  }
+  EXPECT_FALSE(finished());
+  for (int i = 0; i < 2 && !finished(); ++i) {
+    now += 50'000;
+    add(m->on_watchdog(now, ""));
+  }
+  ASSERT_TRUE(finished()) << "a source that answers nothing while the reader runs is stalled";
+  EXPECT_TRUE(finished()->source_failed);
+
+  // Without it, the first tick after the stop gives the source up.
+  make(complete(16, 8));
+  clear();
+  add(m->start(now));
+  now += 5'000'000;
+  add(m->on_watchdog(now, ""));
+  ASSERT_TRUE(finished());
+  EXPECT_TRUE(finished()->source_failed);
+}
+
 // A failed read fails the source, but the end waits until nothing else is in flight (the
 // buffers must be quiet before the next transfer fills them).
 TEST_F(TransferMachineTest, AFailedReadEndsOnceNothingElseIsInFlight) {

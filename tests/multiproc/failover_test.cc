@@ -198,5 +198,31 @@ TEST(FailoverTest, APausedTrainerComesBackToThePrimaryWhereNewReadersAsk) {
   EXPECT_TRUE(ok(reader.cmd("check 91")));
 }
 
+// Issue 19 item 4: a reader stopped mid-transfer for longer than its stall timeout does not
+// blame its healthy source when it resumes (its stall clock counted its own stop): the
+// transfer completes from the same source, nothing is reported failed.
+TEST(PauseTest, AReaderStoppedMidTransferKeepsItsHealthySource) {
+  const std::string layout = "33554432,33554432";  // 64 MiB, read 4 KiB at a time: seconds
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(layout, 31, 1));
+  PeerProcess& reader = c.add_rollout("reader", layout, "",
+                                      "transfer_mode=tcp chunk_size=4096 max_inflight=1 stall_timeout_ms=1000");
+  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
+  std::string held = reader.cmd("stat bytes_held");
+  ASSERT_TRUE(ok(held)) << held;
+  ASSERT_LT(std::stoll(word(held, 1)), int64_t{64} << 20) << "finished before the stop: nothing tested";
+  reader.signal(SIGSTOP);
+  ::poll(nullptr, 0, 2500);  // 2.5 stall timeouts
+  reader.signal(SIGCONT);
+  std::string r = reader.cmd("wait");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(word(r, 2), "1");
+  EXPECT_TRUE(ok(reader.cmd("check 31")));
+  std::string f = reader.cmd("stat source_failures");
+  ASSERT_TRUE(ok(f)) << f;
+  EXPECT_EQ(word(f, 1), "0") << "the reader blamed its source for its own stop";
+}
+
 }  // namespace
 }  // namespace thub::test

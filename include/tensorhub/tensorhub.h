@@ -273,7 +273,10 @@ int THUB_Init(THUB_Info info, THUB_Context *ctx);
 
 /**
  * @brief Close every model still open on the context, stop the progress thread and the
- *        embedded registry (if any), and free the context.
+ *        embedded registry (if any), and free the context. Nonblocking requests still
+ *        outstanding are canceled first (as THUB_Cancel: one still waiting at the registry
+ *        ends with THUB_ERR_CANCELED, a transfer under way completes) and waited for; their
+ *        handles stay valid for THUB_Wait or THUB_Test.
  * @param[in,out] ctx the handle, set to THUB_CONTEXT_NULL on success
  * @return THUB_SUCCESS, THUB_ERR_ARG.
  * No other call may use the context concurrently.
@@ -456,7 +459,8 @@ int THUB_Wait(THUB_Request *req, int64_t *got);
  * @param[out]    gots     per request, the version held afterwards, -1 on error (may be NULL)
  * @param[out]    statuses per request, its status (may be NULL)
  * @return THUB_SUCCESS when none ended with an error, else the first error in array order;
- *         THUB_ERR_ARG (and nothing waited for) when an entry is not a valid request.
+ *         THUB_ERR_ARG (and nothing waited for) when an entry is not a valid request or
+ *         the same request appears twice.
  */
 int THUB_Waitall(int count, THUB_Request *reqs, int64_t *gots, int *statuses);
 

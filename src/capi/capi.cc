@@ -12,6 +12,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -54,6 +55,20 @@ struct ModelObj {
     inflight.erase(std::remove_if(inflight.begin(), inflight.end(), [](const auto& r) { return r->done(); }),
                    inflight.end());
     return !inflight.empty();
+  }
+  // THUB_Cancel of each (a replicate still waiting at the registry is withdrawn; what is
+  // under way completes): THUB_Finalize does not wait on another client's lease or drain.
+  void cancel_inflight() {
+    std::vector<std::shared_ptr<thub::client::Request>> rs;
+    {
+      std::lock_guard<std::mutex> lk(inflight_mu);
+      rs = inflight;
+    }
+    std::shared_lock<std::shared_mutex> lk(life);
+    if (!model) return;
+    for (auto& r : rs) {
+      if (!r->done()) model->cancel(*r);
+    }
   }
   void wait_inflight() {
     std::vector<std::shared_ptr<thub::client::Request>> rs;
@@ -374,7 +389,8 @@ int THUB_Finalize(THUB_Context* ctx) {
   for (uintptr_t h : handles) {
     std::shared_ptr<ModelObj> m = g_models.find(h);
     if (!m) continue;
-    m->wait_inflight();  // nonblocking requests of ours end first (their handles stay valid to test)
+    m->cancel_inflight();  // nonblocking requests of ours are canceled and end first (their
+    m->wait_inflight();    // handles stay valid to test)
     std::unique_lock<std::mutex> lk(m->busy, std::try_to_lock);
     if (!lk.owns_lock()) {
       c->finalizing = false;
@@ -552,9 +568,16 @@ int THUB_Wait(THUB_Request* req, int64_t* got) {
 
 int THUB_Waitall(int count, THUB_Request* reqs, int64_t* gots, int* statuses) {
   if (count < 0 || (count > 0 && !reqs)) return arg_error(nullptr, "THUB_Waitall: invalid argument");
+  std::unordered_map<decltype(raw(reqs[0])), int> seen;  // a request twice would be waited for once, then fail
   for (int i = 0; i < count; ++i) {
-    if (reqs[i] != THUB_REQUEST_NULL && !g_requests.find(raw(reqs[i]))) {
+    if (reqs[i] == THUB_REQUEST_NULL) continue;
+    if (!g_requests.find(raw(reqs[i]))) {
       return arg_error(nullptr, "THUB_Waitall: request " + std::to_string(i) + " is not a valid request handle");
+    }
+    auto [it, fresh] = seen.emplace(raw(reqs[i]), i);
+    if (!fresh) {
+      return arg_error(nullptr, "THUB_Waitall: requests " + std::to_string(it->second) + " and " + std::to_string(i) +
+                                    " are the same request");
     }
   }
   int first_error = THUB_SUCCESS;

@@ -4,10 +4,12 @@
 // registry deterministically: the source replica has two shards and publishes the second
 // one only when the test says so (a replica serves every shard of a transaction).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <tensorhub/tensorhub.h>
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <functional>
 #include <cstring>
 #include <filesystem>
@@ -227,6 +229,64 @@ TEST(RequestTest, WaitallReportsEachStatusAndTheFirstError) {
   EXPECT_EQ(gots[2], -1);
   for (auto r : reqs) EXPECT_EQ(r, THUB_REQUEST_NULL);
   EXPECT_TRUE(good.holds_v1());
+}
+
+// Issue 19 item 6: the same request twice in a THUB_Waitall is an argument error with nothing
+// waited for (it used to wait for the first entry, free it, then fail on the second).
+TEST(RequestTest, WaitallWithTheSameRequestTwiceWaitsForNothing) {
+  Pair p;
+  TwoShardModel m(p, "d");
+  THUB_Request q = THUB_REQUEST_NULL;
+  ASSERT_EQ(THUB_Ireplicate(m.r, 1, &q), THUB_SUCCESS);  // blocked until unblock(): not done
+  THUB_Request reqs[3] = {q, THUB_REQUEST_NULL, q};
+  int statuses[3] = {-7, -7, -7};
+  EXPECT_EQ(THUB_Waitall(3, reqs, nullptr, statuses), THUB_ERR_ARG);
+  char why[256] = "";
+  ASSERT_EQ(THUB_Last_error(THUB_CONTEXT_NULL, why, sizeof why), THUB_SUCCESS);
+  EXPECT_NE(std::string(why).find("requests 0 and 2 are the same request"), std::string::npos) << why;
+  EXPECT_EQ(reqs[0], q);  // untouched: still valid, still to be completed
+  EXPECT_EQ(reqs[2], q);
+  EXPECT_EQ(statuses[0], -7);
+  int done = 1;
+  ASSERT_EQ(THUB_Test(&q, &done, nullptr), THUB_SUCCESS);
+  EXPECT_EQ(done, 0);
+  m.unblock();
+  int64_t got = -1;
+  EXPECT_EQ(THUB_Wait(&q, &got), THUB_SUCCESS);
+  EXPECT_EQ(got, 1);
+}
+
+// Issue 19 item 6: THUB_Finalize with a replicate still waiting at the registry (for another
+// client: here the sibling shard that never asks) cancels it instead of waiting on that
+// client (it blocked until the other client's lease ended: unbounded in general).
+TEST(RequestTest, FinalizeCancelsARequestStillWaitingAtTheRegistry) {
+  Pair p;
+  TwoShardModel m(p, "f");
+  THUB_Request q = THUB_REQUEST_NULL;
+  ASSERT_EQ(THUB_Ireplicate(m.r, 1, &q), THUB_SUCCESS);
+  ::poll(nullptr, 0, 100);
+  int done = 1;
+  ASSERT_EQ(THUB_Test(&q, &done, nullptr), THUB_SUCCESS);
+  ASSERT_EQ(done, 0) << "the replicate did not wait at the registry: nothing tested";
+  auto t0 = std::chrono::steady_clock::now();
+  auto fin = std::async(std::launch::async, [&] { return THUB_Finalize(&p.rc); });
+  if (fin.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "THUB_Finalize waits for the request's sibling";
+    m.unblock();
+  }
+  EXPECT_EQ(fin.get(), THUB_SUCCESS);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  int64_t got = 7;
+  EXPECT_EQ(THUB_Wait(&q, &got), THUB_ERR_CANCELED);
+  EXPECT_EQ(q, THUB_REQUEST_NULL);
+  // The pair's reader context again, for its destructor.
+  char addr[128];
+  ASSERT_EQ(THUB_Registry_address(p.tc, addr, sizeof addr), THUB_SUCCESS);
+  THUB_Info info;
+  ASSERT_EQ(THUB_Info_create(&info), THUB_SUCCESS);
+  ASSERT_EQ(THUB_Info_set(info, "registry", addr), THUB_SUCCESS);
+  ASSERT_EQ(THUB_Init(info, &p.rc), THUB_SUCCESS);
+  THUB_Info_free(&info);
 }
 
 TEST(RequestTest, IupdateMovesToTheNewestAndIunpublishDrains) {

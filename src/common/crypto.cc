@@ -110,7 +110,7 @@ Sha256::Digest Sha256::of(std::string_view s) {
   return h.finish();
 }
 
-Sha256::Digest hmac_sha256(std::string_view key, std::string_view message) {
+HmacSha256::HmacSha256(std::string_view key) {
   uint8_t k[Sha256::kBlockBytes] = {};
   if (key.size() > Sha256::kBlockBytes) {
     Sha256::Digest kd = Sha256::of(key);
@@ -118,19 +118,26 @@ Sha256::Digest hmac_sha256(std::string_view key, std::string_view message) {
   } else {
     std::memcpy(k, key.data(), key.size());
   }
-  uint8_t ipad[Sha256::kBlockBytes], opad[Sha256::kBlockBytes];
+  uint8_t ipad[Sha256::kBlockBytes];
   for (size_t i = 0; i < Sha256::kBlockBytes; ++i) {
     ipad[i] = k[i] ^ 0x36;
-    opad[i] = k[i] ^ 0x5c;
+    opad_[i] = k[i] ^ 0x5c;
   }
-  Sha256 inner;
-  inner.update(ipad, sizeof ipad);
-  inner.update(message);
-  Sha256::Digest id = inner.finish();
+  inner_.update(ipad, sizeof ipad);
+}
+
+Sha256::Digest HmacSha256::finish() {
+  Sha256::Digest id = inner_.finish();
   Sha256 outer;
-  outer.update(opad, sizeof opad);
+  outer.update(opad_, sizeof opad_);
   outer.update(id.data(), id.size());
   return outer.finish();
+}
+
+Sha256::Digest hmac_sha256(std::string_view key, std::string_view message) {
+  HmacSha256 h(key);
+  h.update(message);
+  return h.finish();
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

@@ -38,6 +38,19 @@ class Sha256 {
 // HMAC-SHA256 of `message` under `key` (any length: longer than a block is hashed first).
 Sha256::Digest hmac_sha256(std::string_view key, std::string_view message);
 
+// The same over a message given in pieces (update, then finish once).
+class HmacSha256 {
+ public:
+  explicit HmacSha256(std::string_view key);
+  void update(const void* p, size_t n) { inner_.update(p, n); }
+  void update(std::string_view s) { inner_.update(s); }
+  [[nodiscard]] Sha256::Digest finish();
+
+ private:
+  Sha256 inner_;
+  uint8_t opad_[Sha256::kBlockBytes];
+};
+
 // True when a and b are equal. Sizes are not secret (an early false when they differ); for
 // equal sizes the time depends only on the size, never on the contents.
 bool constant_time_equal(std::string_view a, std::string_view b);

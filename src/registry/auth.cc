@@ -11,6 +11,7 @@
 #include "src/common/codec.h"
 #include "src/common/crypto.h"
 #include "src/common/status.h"
+#include "src/registry/protocol.h"
 
 namespace thub::registry {
 
@@ -30,6 +31,51 @@ std::string client_proof(std::string_view token, const Transcript& t) {
 
 std::string registry_proof(std::string_view token, const Transcript& t) {
   return proof(token, "TensorHub control plane v2: registry proof", t);
+}
+
+std::string frame_key(std::string_view token, const Transcript& t, bool client_to_registry) {
+  return proof(token,
+               client_to_registry ? "TensorHub control plane v4: frames client to registry"
+                                  : "TensorHub control plane v4: frames registry to client",
+               t);
+}
+
+std::string FrameMac::tag(std::string_view header, std::string_view body) const {
+  HmacSha256 h(key_);
+  uint8_t seq[8];
+  for (int i = 0; i < 8; ++i) seq[i] = static_cast<uint8_t>(seq_ >> (8 * i));
+  h.update(seq, sizeof seq);
+  h.update(header);
+  h.update(body);
+  Sha256::Digest d = h.finish();
+  return std::string(reinterpret_cast<const char*>(d.data()), kMacBytes);
+}
+
+void FrameMac::seal(std::string& frame) {
+  if (!on()) return;
+  if (frame.size() < kHeaderBytes) throw CodecError("not a frame");
+  const uint64_t length = frame.size() - kHeaderBytes + kMacBytes;
+  if (length > kMaxPayload) throw CodecError("payload with its MAC exceeds the frame limit");
+  for (int i = 0; i < 4; ++i) frame[kHeaderBytes - 4 + i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  std::string_view f(frame);
+  std::string t = tag(f.substr(0, kHeaderBytes), f.substr(kHeaderBytes));
+  frame += t;
+  ++seq_;
+}
+
+std::string_view FrameMac::open(std::string_view header, std::string_view payload) {
+  if (!on()) return payload;
+  if (payload.size() < kMacBytes) {
+    throw CodecError("frame " + std::to_string(seq_) + " carries no MAC (" + std::to_string(payload.size()) +
+                     " bytes): every frame after the handshake must");
+  }
+  std::string_view body = payload.substr(0, payload.size() - kMacBytes);
+  if (!constant_time_equal(payload.substr(body.size()), tag(header, body))) {
+    throw CodecError("frame " + std::to_string(seq_) +
+                     " failed its MAC: changed, replayed, reordered or forged by someone without the token");
+  }
+  ++seq_;
+  return body;
 }
 
 bool RecentNonces::seen_before(const std::string& nonce) {

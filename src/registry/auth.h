@@ -49,6 +49,34 @@ class RecentNonces {
   std::deque<std::string> order_;
 };
 
+// After a handshake with a token, every frame either way carries a MAC (protocol 4,
+// docs/protocol.md "Authentication"): the first kMacBytes of HMAC-SHA256 under a key of
+// its direction, derived from the token and the handshake's transcript, over the frame's
+// sequence number in that direction and the frame itself (its header counting the tag). So a
+// relay that lacks the token can neither change a frame nor drop, replay or reorder one.
+constexpr size_t kMacBytes = 16;
+std::string frame_key(std::string_view token, const Transcript& t, bool client_to_registry);
+
+// One direction of one connection. Off (no key): frames pass unchanged.
+class FrameMac {
+ public:
+  FrameMac() = default;
+  explicit FrameMac(std::string key) : key_(std::move(key)) {}
+  [[nodiscard]] bool on() const { return !key_.empty(); }
+  // `frame`, a whole frame from encode_frame: its length grows by kMacBytes, the tag is
+  // appended. Throws CodecError if it would exceed kMaxPayload.
+  void seal(std::string& frame);
+  // `header` (kHeaderBytes, as received) and the payload its length announces: the payload
+  // without its tag, or CodecError when the tag is missing or wrong.
+  std::string_view open(std::string_view header, std::string_view payload);
+  [[nodiscard]] uint64_t frames() const { return seq_; }
+
+ private:
+  std::string key_;
+  uint64_t seq_ = 0;
+  std::string tag(std::string_view header, std::string_view body) const;
+};
+
 // The token from the info keys auth_token and auth_token_file (either, not both: Error(kArg)).
 std::string token_from(const std::string& token, const std::string& file);
 

@@ -67,6 +67,8 @@ struct Connection::Impl {
   ByteQueue in;                          // reader thread only
   std::string lost_why;                  // why the last connection was lost (under mu)
   std::atomic<int64_t> tx_progress_ms{0};  // when the registry last took a slice of a request
+  FrameMac mac_tx;                       // under write_mu: seals what we send (a token)
+  FrameMac mac_rx;                       // reader thread: opens what the registry sends
 
   void connect_any(size_t last);  // last: the address just lost (tried last), or n
   void probe_loop();               // on a backup: is an earlier address answering again?
@@ -96,6 +98,7 @@ struct Connection::Impl {
 void Connection::Impl::send_frame(MsgType t, uint64_t req, const std::string& payload) {
   std::string f = encode_frame(t, req, payload);
   std::lock_guard<std::mutex> lk(write_mu);
+  mac_tx.seal(f);  // under the lock: the sequence numbers follow the order on the wire
   for (size_t off = 0; off < f.size();) {
     size_t n = std::min(kWriteSlice, f.size() - off);
     if (!write_all(fd.get(), f.data() + off, n)) {
@@ -114,6 +117,14 @@ bool Connection::Impl::send_heartbeat(int64_t deadline_ms) {
   std::unique_lock<std::mutex> lk(write_mu, std::try_to_lock);
   if (!lk.owns_lock()) return true;
   std::string f = encode_frame(MsgType::kHeartbeat, 0, encode_event(sched::Heartbeat{0}));
+  // A sealed beat takes a sequence number: once sealed it must go out whole. So the beat is
+  // skipped before sealing when the socket has no room (as it is for a full socket anyway).
+  const bool sealed = mac_tx.on();
+  if (sealed) {
+    pollfd room{fd.get(), POLLOUT, 0};
+    if (::poll(&room, 1, 0) <= 0 || !(room.revents & POLLOUT)) return true;
+    mac_tx.seal(f);
+  }
   size_t off = 0;
   while (off < f.size()) {
     ssize_t k = ::send(fd.get(), f.data() + off, f.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -123,7 +134,7 @@ bool Connection::Impl::send_heartbeat(int64_t deadline_ms) {
     }
     if (k < 0 && errno == EINTR) continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (off == 0) return true;
+      if (off == 0 && !sealed) return true;
       int64_t left = deadline_ms - steady_ms();
       if (left <= 0) return false;
       pollfd p{fd.get(), POLLOUT, 0};
@@ -220,7 +231,7 @@ void await_frame(HandshakeLink& l, const std::string& a, int64_t deadline, int64
 // when auth_mutual) or refuses. The token itself never travels (docs/protocol.md). Nothing
 // else writes to the socket meanwhile: it is not yet the connection's.
 void handshake(const ConnectionOptions& opts, HandshakeLink& l, const std::string& a, int64_t deadline,
-               int64_t budget_ms) {
+               int64_t budget_ms, Transcript* authed = nullptr) {
   const std::string nonce = random_bytes(kNonceBytes);
   l.send(MsgType::kHello, encode_hello(Hello{nonce, opts.datacenter}), a);
   FrameHeader h;
@@ -266,6 +277,7 @@ void handshake(const ConnectionOptions& opts, HandshakeLink& l, const std::strin
                                  " could not prove that it knows the auth token: an impostor, or a registry "
                                  "with another token");
   }
+  if (authed) *authed = t;
 }
 
 // The order in which addresses are tried: the list's own (the first that answers is the
@@ -301,7 +313,18 @@ void Connection::Impl::connect_any(size_t last) {
       }
       in.clear();
       HandshakeLink l{fd.get(), in};
-      handshake(opts, l, a, started + opts.connect_timeout_ms, opts.connect_timeout_ms);
+      Transcript t;  // its nonces stay empty without a token
+      {
+        std::lock_guard<std::mutex> lk(write_mu);
+        mac_tx = FrameMac();
+      }
+      mac_rx = FrameMac();
+      handshake(opts, l, a, started + opts.connect_timeout_ms, opts.connect_timeout_ms, &t);
+      if (!t.client_nonce.empty()) {  // every frame from here on carries a MAC, either way
+        std::lock_guard<std::mutex> lk(write_mu);
+        mac_tx = FrameMac(frame_key(opts.auth_token, t, true));
+        mac_rx = FrameMac(frame_key(opts.auth_token, t, false));
+      }
       return;
     } catch (const Error& e) {
       if (e.code() == Code::kAuth || e.code() == Code::kArg) throw;
@@ -465,7 +488,7 @@ bool Connection::Impl::serve() {
       FrameHeader h;
       std::string_view payload;
       while (next_frame(&h, &payload)) {
-        dispatch(h, payload);
+        dispatch(h, mac_rx.open(in.view().substr(0, kHeaderBytes), payload));
         in.consume(kHeaderBytes + h.length);
       }
       return true;

@@ -21,7 +21,8 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 2: HELLO carries a nonce instead of the token; CHALLENGE, AUTH and AUTH_OK (docs/protocol.md).
 // 3: REPLICATE carries a round (the user's n-th replicate of the model handle), CANCEL a round and a
 // version (docs/sched.md "Transactions").
-constexpr uint16_t kProtocolVersion = 3;
+// 4: after a handshake with a token every frame either way carries a MAC (src/registry/auth.h).
+constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 

@@ -325,7 +325,13 @@ void Server::Impl::handle_frames(sched::ClientId id, Conn& c) {
       return;
     }
     ++counters.frames;
-    handle_frame(id, c, h, v.substr(kHeaderBytes, h.length));
+    std::string_view payload = v.substr(kHeaderBytes, h.length);
+    try {
+      payload = c.mac_in.open(v.substr(0, kHeaderBytes), payload);
+    } catch (const CodecError& e) {
+      return reject(id, c, h.req, sched::Status::kAuth, "auth", e.what());
+    }
+    handle_frame(id, c, h, payload);
     if (!c.closing) c.in.consume(kHeaderBytes + h.length);  // after: the payload was a view into `in`
   }
 }
@@ -442,6 +448,9 @@ void Server::Impl::on_auth(sched::ClientId id, Conn& c, const FrameHeader& h, st
   c.client_nonce.clear();
   c.registry_nonce.clear();
   queue(id, "AUTH_OK", [&] { return encode_frame(MsgType::kAuthOk, h.req, encode_auth_ok(ours)); });
+  // From here on every frame either way carries a MAC under the session's keys.
+  c.mac_in = FrameMac(frame_key(opts.auth_token, t, true));
+  c.mac_out = FrameMac(frame_key(opts.auth_token, t, false));
   admit(id, c);
 }
 
@@ -486,8 +495,10 @@ void Server::Impl::queue(sched::ClientId id, const char* what, Encode&& encode) 
   if (it == conns.end() || it->second.failed || it->second.gone) return;
   Conn& c = it->second;
   try {
+    std::string f = encode();
+    c.mac_out.seal(f);
     if (c.out.empty()) c.out_progress_ms = now_ms;
-    c.out.append(encode());
+    c.out.append(f);
   } catch (const std::exception& e) {
     return fail(id, c, "internal", std::string("cannot send ") + what + ": " + e.what());
   }

@@ -36,6 +36,7 @@ struct Server::Impl {
     std::string client_nonce;    // from HELLO, while challenged
     std::string registry_nonce;  // ours, while challenged
     std::string datacenter;      // from HELLO
+    FrameMac mac_in, mac_out;    // after AUTH_OK (a token): every frame either way is MACed
     bool closing = false;    // flush `out`, then close
     bool failed = false;     // close now, without flushing
     bool gone = false;       // the peer closed or the socket failed

@@ -116,6 +116,7 @@ void stand_in(int listener, Rng r, Script* s) {
   const bool knows_token = !chance(r, 3);
   std::string right_proof;
   std::string out;
+  registry::FrameMac seal;  // on after a right, unmutated AUTH_OK
   switch (pick(r, 8)) {
     case 0:
     case 1: {  // no token: "welcome"
@@ -149,22 +150,29 @@ void stand_in(int listener, Rng r, Script* s) {
         out = maybe_mutated(MsgType::kReply, reply(no), r);
       } else {
         out = maybe_mutated(MsgType::kAuthOk, secret_field(proof), r);
+        // A registry that knows the token seals what follows its AUTH_OK, as the real one does.
+        if (knows_token && !ns.empty() && reads_as(out, MsgType::kAuthOk) == right) {
+          seal = registry::FrameMac(registry::frame_key(kToken, t, false));
+        }
       }
       right_proof = ns.empty() ? "" : right;
     }
   }
-  if (chance(r, 20) && out.size() > 1) out.resize(pick(r, out.size()));  // cut short
+  if (chance(r, 20) && out.size() > 1) {  // cut short
+    out.resize(pick(r, out.size()));
+    seal = registry::FrameMac();
+  }
   // Then whatever a broken registry sends: orders, replies, snapshots, mutated.
   for (int i = 0, n = static_cast<int>(pick(r, 6)); i < n; ++i) {
     if (chance(r, 4)) {  // a SNAPSHOT, answering the client's INFO or not
       Message m = snapshot(random_snapshot(r));
-      out += chance(r, 3) ? frame(MsgType::kSnapshot, pick(r, 4), mutate(m, m, r))
-                          : frame(MsgType::kSnapshot, pick(r, 4), serialize(m));
+      out += sealed(seal, chance(r, 3) ? frame(MsgType::kSnapshot, pick(r, 4), mutate(m, m, r))
+                                       : frame(MsgType::kSnapshot, pick(r, 4), serialize(m)));
       continue;
     }
     Message m = chance(r, 2) ? order(pick(r, 5), static_cast<int64_t>(pick(r, 3))) : reply(sched::Reply{});
     MsgType t = m.shape == Shape::kOrder ? (chance(r, 2) ? MsgType::kOffload : MsgType::kDiscard) : MsgType::kReply;
-    out += chance(r, 3) ? frame(t, pick(r, 4), mutate(m, m, r)) : frame(t, pick(r, 4), serialize(m));
+    out += sealed(seal, chance(r, 3) ? frame(t, pick(r, 4), mutate(m, m, r)) : frame(t, pick(r, 4), serialize(m)));
   }
   // The verdict reads the stream as the client will (a frame cut short is completed by the next).
   s->plain_ok = reads_as_ok(out);

@@ -366,6 +366,18 @@ std::string frame(MsgType type, uint64_t req, const std::string& payload) {
   return w.take();
 }
 
+std::string sealed(registry::FrameMac& mac, std::string f) {
+  if (!mac.on() || f.size() < registry::kHeaderBytes) return f;
+  try {
+    if (registry::decode_header(std::string_view(f).substr(0, registry::kHeaderBytes)).length ==
+        f.size() - registry::kHeaderBytes) {
+      mac.seal(f);
+    }
+  } catch (const CodecError&) {
+  }
+  return f;
+}
+
 std::string mutate_frame(MsgType type, uint64_t req, const std::string& payload, Rng& rng) {
   uint32_t magic = registry::kMagic;
   uint16_t version = registry::kProtocolVersion;

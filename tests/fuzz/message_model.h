@@ -12,6 +12,7 @@
 
 #include "sched/snapshot.h"
 #include "sched/types.h"
+#include "src/registry/auth.h"
 #include "src/registry/protocol.h"
 
 namespace thub::fuzz {
@@ -65,6 +66,10 @@ std::string mutate(const Message& m, const Message& other, Rng& rng);
 // A frame around `payload` whose header may lie: a wrong length, version, magic or type.
 std::string frame(registry::MsgType type, uint64_t req, const std::string& payload);
 std::string mutate_frame(registry::MsgType type, uint64_t req, const std::string& payload, Rng& rng);
+// After a right AUTH, as a real peer does: a whole frame (its header counts its bytes) is
+// sealed when `mac` is on; anything else (a mutated header) goes as it is, and the other side
+// refuses it either way.
+std::string sealed(registry::FrameMac& mac, std::string f);
 
 // Every message type a peer could send (known and a few unknown), for type swaps.
 registry::MsgType any_type(Rng& rng);

@@ -59,6 +59,7 @@ struct Oracle {
   std::string client_nonce, datacenter, registry_nonce;
   std::set<uint64_t> infos;  // request ids of the well-formed INFOs, which a SNAPSHOT may answer
   registry::RecentNonces* hellos = nullptr;  // with a token: every session's HELLO nonces, as the registry keeps them
+  registry::FrameMac mac;  // after a right AUTH (a token): what every frame must carry
 
   void close(const std::string& w) {
     closed = true;
@@ -77,7 +78,13 @@ struct Oracle {
       if (phase != Phase::kReady && h.length > registry::kMaxHelloPayload) return close("long handshake frame");
       if (stream.size() - off - registry::kHeaderBytes < h.length) return;  // the rest has not come yet
       std::string_view payload = std::string_view(stream).substr(off + registry::kHeaderBytes, h.length);
+      std::string_view header = std::string_view(stream).substr(off, registry::kHeaderBytes);
       off += registry::kHeaderBytes + h.length;
+      try {
+        payload = mac.open(header, payload);
+      } catch (const CodecError& e) {
+        return close(std::string("MAC: ") + e.what());
+      }
       try {
         judge(h, payload, token);
       } catch (const registry::LimitError&) {
@@ -102,6 +109,7 @@ struct Oracle {
         registry::Transcript t{client_nonce, registry_nonce, datacenter};
         if (registry_nonce.empty() || proof != registry::client_proof(token, t)) return close("wrong proof");
         phase = Phase::kReady;
+        mac = registry::FrameMac(registry::frame_key(token, t, true));  // every later frame is MACed
         return;
       }
       case Phase::kReady:
@@ -143,6 +151,7 @@ struct Session {
   std::map<uint64_t, MsgType> asked;  // request id -> type, to read the replies
   uint64_t next_req = 1;
   size_t bytes = 0;
+  registry::FrameMac tx;  // after a right AUTH: seals what the session sends
 };
 
 }  // namespace
@@ -163,6 +172,8 @@ struct SessionFuzzer::State {
   sched::MemberId victim_member = 0;
   uint64_t good_runs = 0;
   registry::RecentNonces hellos;  // the oracle's copy of the registry's memory of HELLO nonces
+  std::map<sched::ClientId, std::string> rx_keys;        // the registry's frame key, per session
+  std::map<sched::ClientId, registry::FrameMac> rx_macs;  // opens what it sends after AUTH_OK
 
   std::string where() const {
     return std::string(token.empty() ? "sessions" : "sessions with a token") + ", seed " + std::to_string(seed) +
@@ -199,8 +210,16 @@ struct SessionFuzzer::State {
           finding("the registry queued a partial frame");
           break;
         }
-        f.payload = std::string(v.substr(off + registry::kHeaderBytes, f.h.length));
+        std::string_view payload = v.substr(off + registry::kHeaderBytes, f.h.length);
+        registry::FrameMac& mac = rx_macs[cid];
+        try {
+          payload = mac.open(v.substr(off, registry::kHeaderBytes), payload);
+        } catch (const CodecError& e) {
+          finding(std::string("a frame from the registry does not carry its MAC: ") + e.what());
+        }
+        f.payload = std::string(payload);
         off += registry::kHeaderBytes + f.h.length;
+        if (f.h.type == MsgType::kAuthOk && !mac.on() && rx_keys.count(cid)) mac = registry::FrameMac(rx_keys[cid]);
         check_sent(f);
         if (cid == id) mine.push_back(std::move(f));
       }
@@ -339,7 +358,30 @@ struct SessionFuzzer::State {
   std::string request_frame(Session& s, MsgType t, const std::string& payload) {
     uint64_t req = s.next_req++;
     s.asked[req] = t;
-    return frame(t, req, payload);
+    return sealed(s, frame(t, req, payload));
+  }
+
+  // As a client does after a right AUTH: every later frame carries a MAC. A frame whose header
+  // does not count its bytes (mutated) is sent as it is: the registry closes at it either way.
+  // Read from the frame itself, so that a mutated frame that is still the right AUTH counts.
+  std::string sealed(Session& s, std::string f) {
+    if (s.tx.on()) return fuzz::sealed(s.tx, std::move(f));
+    FrameHeader h;
+    try {
+      if (f.size() < registry::kHeaderBytes) return f;
+      h = registry::decode_header(std::string_view(f).substr(0, registry::kHeaderBytes));
+    } catch (const CodecError&) {
+      return f;
+    }
+    if (h.length != f.size() - registry::kHeaderBytes) return f;
+    if (!token.empty() && h.type == MsgType::kAuth && s.challenged) {
+      registry::Transcript tr{s.nonce, s.oracle.registry_nonce, s.datacenter};
+      if (f.substr(registry::kHeaderBytes) == registry::encode_auth(registry::client_proof(token, tr))) {
+        s.tx = registry::FrameMac(registry::frame_key(token, tr, true));
+        rx_keys[s.id] = registry::frame_key(token, tr, false);
+      }
+    }
+    return f;
   }
 
   // A well-behaved handshake; false (and a finding) if the registry does not accept it.
@@ -538,7 +580,7 @@ struct SessionFuzzer::State {
     if (!chance(r, 10)) {
       std::string payload =
           chance(r, 7) ? mutate(h, hello(seeded_bytes(r, registry::kNonceBytes), "other"), r) : serialize(h);
-      pending += chance(r, 12) ? mutate_frame(MsgType::kHello, s.next_req++, payload, r)
+      pending += chance(r, 12) ? sealed(s, mutate_frame(MsgType::kHello, s.next_req++, payload, r))
                                : request_frame(s, MsgType::kHello, payload);
       if (!token.empty() && !chance(r, 8)) deliver();  // usually wait for the challenge
     }
@@ -553,7 +595,7 @@ struct SessionFuzzer::State {
         registry::Transcript t{s.nonce, s.oracle.registry_nonce, s.datacenter};
         Message a = secret_field(registry::client_proof(token, t));
         std::string payload = chance(r, 8) ? mutate(a, h, r) : serialize(a);
-        pending += chance(r, 12) ? mutate_frame(MsgType::kAuth, s.next_req++, payload, r)
+        pending += chance(r, 12) ? sealed(s, mutate_frame(MsgType::kAuth, s.next_req++, payload, r))
                                  : request_frame(s, MsgType::kAuth, payload);
       } else if (chance(r, 2)) {  // a guessed or replayed proof
         pending += request_frame(s, MsgType::kAuth, serialize(secret_field(seeded_bytes(r, registry::kProofBytes))));
@@ -562,20 +604,24 @@ struct SessionFuzzer::State {
     // Requests, live and mutated.
     int steps = static_cast<int>(pick(r, 14));
     for (int i = 0; i < steps && !closed(); ++i) {
-      if (chance(r, 60)) {  // something that is not a request
+      if (s.tx.on() && chance(r, 40)) {  // a relay's change: a sealed frame whose MAC no longer matches
+        std::string f = request_frame(s, MsgType::kHeartbeat, "");
+        f[registry::kHeaderBytes + pick(r, f.size() - registry::kHeaderBytes)] ^= static_cast<char>(1 + pick(r, 255));
+        pending += f;
+      } else if (chance(r, 60)) {  // something that is not a request
         MsgType t = any_type(r);
         std::string payload = t == MsgType::kDescribe && chance(r, 2) ? "" : std::string(pick(r, 40), 'z');
         pending += request_frame(s, t, payload);
       } else if (chance(r, 12)) {  // INFO, the read-only query (not an event: its own handler)
         Message m = info(static_cast<uint32_t>(chance(r, 2) ? pick(r, 4) : interesting(r, Kind::kU32)));
         std::string payload = chance(r, 10) ? mutate(m, info(1), r) : serialize(m);
-        pending += chance(r, 40) ? mutate_frame(MsgType::kInfo, s.next_req++, payload, r)
+        pending += chance(r, 40) ? sealed(s, mutate_frame(MsgType::kInfo, s.next_req++, payload, r))
                                  : request_frame(s, MsgType::kInfo, payload);
       } else {
         sched::Event ev = request(s, r);
         Message m = fuzz::request(ev);  // the model of it, to mutate
         std::string payload = chance(r, 10) ? mutate(m, fuzz::request(request(s, r)), r) : serialize(m);
-        pending += chance(r, 40) ? mutate_frame(registry::type_of(ev), s.next_req++, payload, r)
+        pending += chance(r, 40) ? sealed(s, mutate_frame(registry::type_of(ev), s.next_req++, payload, r))
                                  : request_frame(s, registry::type_of(ev), payload);
       }
       if (chance(r, 2)) deliver();

@@ -35,7 +35,7 @@ constexpr int kGuardMs = 10000;  // a hang guard, never a pass criterion
 class Reader {
  public:
   explicit Reader(int fd) : fd_(fd) {}
-  // 1: a frame; 0: closed by the peer; -1: the guard passed; -2: garbage.
+  // 1: a frame; 0: closed by the peer; -1: the guard passed; -2: garbage; -3: a bad MAC.
   int next(FrameHeader* h, std::string* payload) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGuardMs);
     for (;;) {
@@ -46,7 +46,14 @@ class Reader {
           return -2;
         }
         if (buf_.size() >= registry::kHeaderBytes + h->length) {
-          *payload = buf_.substr(registry::kHeaderBytes, h->length);
+          std::string_view v(buf_);
+          std::string_view body = v.substr(registry::kHeaderBytes, h->length);
+          try {
+            body = mac.open(v.substr(0, registry::kHeaderBytes), body);
+          } catch (const CodecError&) {
+            return -3;
+          }
+          *payload = std::string(body);
           buf_.erase(0, registry::kHeaderBytes + h->length);
           return 1;
         }
@@ -61,6 +68,8 @@ class Reader {
       else if (k == 0 || (errno != EAGAIN && errno != EINTR)) return 0;
     }
   }
+
+  registry::FrameMac mac;  // after AUTH_OK (a token): opens every frame
 
  private:
   int fd_;
@@ -120,6 +129,8 @@ struct SocketFuzzer::State {
     FrameHeader h;
     std::string payload;
     bool proven = token.empty();
+    registry::FrameMac tx;  // after a right AUTH: seals what we send
+    std::string rx_key;     // the registry's frame key, for what follows its AUTH_OK
     std::string bytes;
     uint64_t req = 1;
     // The handshake: usually right, computed from the real challenge.
@@ -140,6 +151,10 @@ struct SocketFuzzer::State {
           Message a = secret_field(registry::client_proof(token, t));
           std::string ap = chance(r, 8) ? mutate(a, a, r) : serialize(a);
           bytes = frame(MsgType::kAuth, req++, ap);
+          if (ap == serialize(a)) {  // the right proof: every later frame either way is MACed
+            tx = registry::FrameMac(registry::frame_key(token, t, true));
+            rx_key = registry::frame_key(token, t, false);
+          }
           if (ap == serialize(a) && chance(r, 2)) {  // wait for AUTH_OK, then requests
             if (!write_pieces(fd.get(), bytes, r)) return;
             bytes.clear();
@@ -148,6 +163,7 @@ struct SocketFuzzer::State {
                              (h.type == MsgType::kReply ? registry::decode_reply(payload).detail : ""));
             }
             proven = true;
+            in.mac = registry::FrameMac(rx_key);
           }
         } else if (h.type != MsgType::kReply && h.type != MsgType::kChallenge) {
           return finding("HELLO answered with a " + std::string(registry::type_name(h.type)));
@@ -158,16 +174,21 @@ struct SocketFuzzer::State {
     for (int i = 0; i < steps; ++i) {
       if (chance(r, 10)) {  // INFO, read-only: a SNAPSHOT only for a proven peer
         Message m = info(static_cast<uint32_t>(pick(r, 4)));
-        bytes += frame(MsgType::kInfo, req++, chance(r, 4) ? mutate(m, m, r) : serialize(m));
+        bytes += sealed(tx, frame(MsgType::kInfo, req++, chance(r, 4) ? mutate(m, m, r) : serialize(m)));
         continue;
       }
       sched::Event ev = any_request(r);
       Message m = request(ev);
       std::string p = chance(r, 4) ? mutate(m, request(any_request(r)), r) : serialize(m);
-      bytes += chance(r, 10) ? mutate_frame(registry::type_of(ev), req++, p, r) : frame(registry::type_of(ev), req++, p);
+      bytes += sealed(tx, chance(r, 10) ? mutate_frame(registry::type_of(ev), req++, p, r) : frame(registry::type_of(ev), req++, p));
+      if (tx.on() && chance(r, 40)) {  // a relay's change: a sealed frame whose MAC no longer matches
+        std::string f = sealed(tx, frame(MsgType::kHeartbeat, req++, ""));
+        f[registry::kHeaderBytes + pick(r, f.size() - registry::kHeaderBytes)] ^= static_cast<char>(1 + pick(r, 255));
+        bytes += f;
+      }
     }
     if (chance(r, 50)) bytes.resize(pick(r, bytes.size() + 1));  // ends inside a frame
-    bytes += frame(MsgType::kHeartbeat, kProbe, "");
+    bytes += sealed(tx, frame(MsgType::kHeartbeat, kProbe, ""));
     if (!write_pieces(fd.get(), bytes, r)) return;  // the registry may close while we write
     ++out->inputs;
     out->frames += req;
@@ -180,6 +201,7 @@ struct SocketFuzzer::State {
       }
       if (got == -1) return finding("the registry neither answered the probe nor closed the connection");
       if (got == -2) return finding("the registry sent a bad frame header");
+      if (got == -3) return finding("a frame from the registry failed its MAC");
       if (h.type == MsgType::kHeartbeat && h.req == kProbe) return;
       try {
         if (h.type == MsgType::kReply) {
@@ -190,6 +212,7 @@ struct SocketFuzzer::State {
           }
         } else if (h.type == MsgType::kAuthOk) {
           proven = true;
+          if (!rx_key.empty()) in.mac = registry::FrameMac(rx_key);
         } else if (h.type == MsgType::kSnapshot) {
           if (!proven) return finding("a peer that has not proven the token got a SNAPSHOT");
           (void)registry::decode_snapshot(payload);

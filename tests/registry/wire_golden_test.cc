@@ -266,10 +266,12 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // version 2 (the authenticated handshake) changed, deliberately, the frame's version, HELLO's
 // first field (a 32-byte nonce, no longer the token) and added CHALLENGE, AUTH and AUTH_OK;
 // protocol version 3 changed the frame's version and added REPLICATE's last field (u64 round)
-// and CANCEL's last two (u64 round, i64 version).
+// and CANCEL's last two (u64 round, i64 version); protocol version 4 changed the frame's version
+// only (the MAC after an authenticated handshake is a trailer the codec does not see:
+// tests/registry/frame_mac_test.cc).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542030005004d0000000000000003000000616263"},
+     "54485542040005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",

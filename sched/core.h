@@ -166,6 +166,7 @@ struct Client {
   std::string datacenter;
   Time last_seen = 0;
   std::set<MemberId> members;
+  uint64_t stored_bytes = 0;            // its members' descriptors (Config's budgets)
   std::map<RequestId, Reply> recent;    // reply cache: retries and duplicates get the same
 };
 
@@ -383,6 +384,13 @@ class Core {
   void drop_reservations_on(const Member& m);  // its buffers were freed: slots kept there go
   void sweep_retention(const std::string& model);
 
+  // ---- descriptors stored, against Config's budgets (registry.cc)
+  // Why storing `new_size` bytes where `old_size` were for client `c` would pass a budget, or "".
+  std::string over_budget(ClientId c, size_t old_size, size_t new_size) const;
+  void store(ClientId c, std::string& slot, const std::string& d);  // slot = d, counted
+  void unstore(ClientId c, uint64_t bytes);                          // freed with its holder
+  [[nodiscard]] static uint64_t stored_by(const Member& m);         // its descriptor and host copies'
+
   // ---- helpers (registry.cc)
   void reply(Reply r);
   void reply_err(ClientId c, RequestId req, Status s, std::string detail);
@@ -391,6 +399,7 @@ class Core {
   void maybe_erase_model(const std::string& model);
 
   Config cfg_;
+  uint64_t stored_bytes_ = 0;  // every member's descriptors
   Time now_ = 0;
   std::vector<Action> out_;
   std::unordered_map<ClientId, Client> clients_;  // looked up only, never iterated

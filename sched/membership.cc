@@ -140,6 +140,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   }
   md.retains.erase(md.retains.find(m.retain));
   clients_.at(m.client).members.erase(id);
+  unstore(m.client, stored_by(m));
   members_.erase(it);
   ++member_changes_;
   chains_changed();
@@ -267,11 +268,13 @@ void Core::on(const Publish& e) {
     return reply_err(e.client, e.req, Status::kLayout,
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
+  if (std::string why = over_budget(e.client, m->descriptor.size(), e.descriptor.size()); !why.empty())
+    return reply_err(e.client, e.req, Status::kArg, "publish: " + why);
   unindex(*m);
   m->buf = Buf::kHolding;
   chains_changed();
   m->version = e.version;
-  m->descriptor = e.descriptor;
+  store(e.client, m->descriptor, e.descriptor);
   index(*m);
   bool is_new = md.published.insert(e.version).second;
   reply(make_reply(e.client, e.req));

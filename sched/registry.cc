@@ -172,8 +172,53 @@ std::string Core::describe() const {
   return os.str();
 }
 
+std::string Core::over_budget(ClientId c, size_t old_size, size_t new_size) const {
+  if (new_size <= old_size) return "";
+  const uint64_t grow = new_size - old_size;
+  const uint64_t mine = clients_.at(c).stored_bytes;
+  if (cfg_.max_descriptor_bytes_per_client > 0 && mine + grow > cfg_.max_descriptor_bytes_per_client)
+    return "descriptor of " + std::to_string(new_size) + " bytes refused: this client's stored descriptors (" +
+           std::to_string(mine) + " bytes) would pass max_descriptor_bytes_per_client (" +
+           std::to_string(cfg_.max_descriptor_bytes_per_client) + ")";
+  if (cfg_.max_descriptor_bytes > 0 && stored_bytes_ + grow > cfg_.max_descriptor_bytes)
+    return "descriptor of " + std::to_string(new_size) + " bytes refused: the registry's stored descriptors (" +
+           std::to_string(stored_bytes_) + " bytes) would pass max_descriptor_bytes (" +
+           std::to_string(cfg_.max_descriptor_bytes) + ")";
+  return "";
+}
+
+void Core::store(ClientId c, std::string& slot, const std::string& d) {
+  Client& cl = clients_.at(c);
+  cl.stored_bytes = cl.stored_bytes - slot.size() + d.size();
+  stored_bytes_ = stored_bytes_ - slot.size() + d.size();
+  slot = d;
+}
+
+void Core::unstore(ClientId c, uint64_t bytes) {
+  clients_.at(c).stored_bytes -= bytes;
+  stored_bytes_ -= bytes;
+}
+
+uint64_t Core::stored_by(const Member& m) {
+  uint64_t n = m.descriptor.size();
+  for (const auto& [v, copy] : m.offloaded) n += copy.descriptor.size();
+  return n;
+}
+
 std::string Core::check_invariants() const {
   std::ostringstream err;
+  {
+    std::unordered_map<ClientId, uint64_t> per_client;
+    uint64_t all = 0;
+    for (const auto& [id, m] : members_) {
+      per_client[m.client] += stored_by(m);
+      all += stored_by(m);
+    }
+    if (all != stored_bytes_) err << "stored descriptor bytes " << stored_bytes_ << ", counted " << all << "\n";
+    for (const auto& [c, n] : per_client)
+      if (auto it = clients_.find(c); it != clients_.end() && it->second.stored_bytes != n)
+        err << "client " << c << " stores " << it->second.stored_bytes << " descriptor bytes, counted " << n << "\n";
+  }
   for (const auto& [id, l] : leases_) {
     auto it = members_.find(l.source);
     if (it == members_.end()) continue;  // a closed/crashed source: the reader will report

@@ -82,6 +82,7 @@ void Core::check_drain(Member& m) {
     if (it->second.dropping && !read) {
       out_.emplace_back(Discard{m.client, m.id, it->first});
       suspects_.erase({m.id, true, it->first});
+      unstore(m.client, it->second.descriptor.size());
       it = m.offloaded.erase(it);
     } else {
       ++it;
@@ -122,24 +123,34 @@ void Core::on(const OffloadDone& e) {
   if (!m) return;
   if (m->buf != Buf::kOffloading || m->version != e.version)
     return reply_err(e.client, e.req, Status::kState, "no offload of this version was asked");
-  if (e.descriptor.empty()) {
+  const auto had = m->offloaded.find(e.version);
+  const std::string over =
+      over_budget(e.client, had == m->offloaded.end() ? 0 : had->second.descriptor.size(), e.descriptor.size());
+  if (e.descriptor.empty() || !over.empty()) {
     // The client could not make the copy (e.g. host memory exhausted). Waiting for another
     // OffloadDone would hold the unpublish (or update) for ever: the drain goes on without a
     // copy, and the version is lost if nobody else keeps it. Retention asks this holding no
-    // more (offload_failed, until the buffers are emptied).
+    // more (offload_failed, until the buffers are emptied). A copy over the descriptor budget
+    // is refused the same way, and the client told so (it frees the copy).
     unindex(*m);
     m->offload_failed = true;
     m->buf = Buf::kDraining;
-  chains_changed();
     chains_changed();
     index(*m);
-    reply(make_reply(e.client, e.req));
+    if (over.empty()) {
+      reply(make_reply(e.client, e.req));
+    } else {
+      reply_err(e.client, e.req, Status::kArg, "offload: " + over);
+    }
     check_drain(*m);
     return;
   }
   unindex(*m);
   suspects_.erase({m->id, true, e.version});  // a new copy starts unreported
-  m->offloaded[e.version] = OffloadCopy{e.descriptor, false, {}};
+  OffloadCopy& copy = m->offloaded[e.version];
+  store(e.client, copy.descriptor, e.descriptor);
+  copy.dropping = false;
+  copy.reports.clear();
   m->buf = Buf::kDraining;
   chains_changed();
   index(*m);

@@ -46,6 +46,11 @@ struct Config {
   // in place waits) for at most this long after the round opened (0: not at all), so that a
   // sibling asking a little later still finds the version its round was given.
   Time round_hold = 1'000'000;
+  // Descriptors the registry stores (a holding's, a reader's, a host copy's) are bounded per
+  // client and in all: a publish, replicate or update whose descriptor would pass a budget is
+  // refused (kArg), a host copy's is taken as a failed offload (0: no bound).
+  uint64_t max_descriptor_bytes_per_client = uint64_t{256} << 20;
+  uint64_t max_descriptor_bytes = uint64_t{4} << 30;
 };
 
 // ---- events (in) ----------------------------------------------------------------------

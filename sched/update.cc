@@ -9,6 +9,10 @@ namespace thub::sched::detail {
 void Core::begin_update(const Replicate& e, Member& m) {
   if (has_pending(m.id))
     return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
+  if (std::string why = over_budget(e.client, m.descriptor.size(), e.descriptor.size()); !why.empty()) {
+    leave_round(m, e.round);  // as any refusal before the round: its siblings do not wait for it
+    return reply_err(e.client, e.req, Status::kArg, "update: " + why);
+  }
   m.shunned.clear();  // a new transfer (if any): what the last one reported no longer applies
   Replica& r = models_.at(m.model).replicas.at(m.replica);
   Version v = -1;
@@ -87,7 +91,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   if (st != Status::kOk) return reply_err(e.client, e.req, st, detail);  // h stays served
   // Hide h now; its readers finish; retention may first want a host copy of h.
   const Version held = m.version;  // before the drain: an unread member is emptied at once
-  m.descriptor = e.descriptor;
+  store(e.client, m.descriptor, e.descriptor);
   m.intact = true;
   chains_changed();
   if (needs_offload(m)) {

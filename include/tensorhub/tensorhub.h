@@ -262,6 +262,11 @@ int THUB_Info_free(THUB_Info *info);
  *    beyond this pause reading its requests
  *  - `max_output_bytes` (size, default `128M`, 1..1T; registry): replies queued for one client
  *    beyond this close its connection
+ *  - `max_descriptor_bytes_per_client` (size, default `256M`, 0..1T; registry): descriptors the
+ *    registry stores for one client (its holdings, reads and host copies); a publish, replicate or
+ *    update beyond it is refused with THUB_ERR_ARG (0: no bound)
+ *  - `max_descriptor_bytes` (size, default `4G`, 0..1T; registry): descriptors the registry stores
+ *    for all its clients together; beyond it as above (0: no bound)
  * <!-- END GENERATED -->
  * @param[in]  info hints or THUB_INFO_NULL
  * @param[out] ctx  the new context

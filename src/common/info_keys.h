@@ -136,6 +136,11 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "replies queued for one client beyond this pause reading its requests"},
     {"max_output_bytes", info_keys_detail::kReg, InfoType::kSize, "128M", 1, info_keys_detail::kTiB,
      "replies queued for one client beyond this close its connection"},
+    {"max_descriptor_bytes_per_client", info_keys_detail::kReg, InfoType::kSize, "256M", 0, info_keys_detail::kTiB,
+     "descriptors the registry stores for one client (its holdings, reads and host copies); a publish, "
+     "replicate or update beyond it is refused with THUB_ERR_ARG (0: no bound)"},
+    {"max_descriptor_bytes", info_keys_detail::kReg, InfoType::kSize, "4G", 0, info_keys_detail::kTiB,
+     "descriptors the registry stores for all its clients together; beyond it as above (0: no bound)"},
     {"retain", info_keys_detail::kMod, InfoType::kInt, "0", 0, 1 << 20,
      "keep the latest k versions available (retention copies in host memory)"},
     {"spot", info_keys_detail::kMod, InfoType::kBool, "false", 0, 0,

@@ -22,6 +22,9 @@ ServerOptions ServerOptions::from_info(const InfoMap& info) {
   o.frame_timeout_ms = static_cast<int>(info.get<info_key("frame_timeout_ms")>());
   o.output_pause_bytes = static_cast<size_t>(info.get<info_key("output_pause_bytes")>());
   o.max_output_bytes = static_cast<size_t>(info.get<info_key("max_output_bytes")>());
+  o.sched.max_descriptor_bytes_per_client =
+      static_cast<uint64_t>(info.get<info_key("max_descriptor_bytes_per_client")>());
+  o.sched.max_descriptor_bytes = static_cast<uint64_t>(info.get<info_key("max_descriptor_bytes")>());
   return o;
 }
 

@@ -5,6 +5,8 @@
 // connection stays usable, and the registry keeps serving everybody.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "src/common/status.h"
 #include "src/registry/connection.h"
 #include "src/registry/protocol.h"
@@ -111,6 +113,47 @@ TEST(ReplyLimitTest, ReplicateAndOffloadDoneDescriptorsAreBounded) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, sched::Status::kArg);
   EXPECT_NE(r->detail.find("descriptor"), std::string::npos) << r->detail;
+}
+
+// Issue 19 item 2: one client with 8 members publishing 63 MiB descriptors took a daemon from
+// 3 to 507 MiB. Now what the registry stores for one client is bounded
+// (max_descriptor_bytes_per_client, here 128 MiB): the third is refused with THUB_ERR_ARG,
+// the daemon's resident memory stays near the budget, and another client has its own.
+TEST(ReplyLimitTest, OneClientsDescriptorsAreBoundedByItsBudget) {
+  Daemon d({"--max-descriptor-bytes-per-client", "128M"});
+  ASSERT_FALSE(d.address.empty()) << d.startup;
+  RawClient a(d.address);
+  ASSERT_TRUE(a.hello());
+  constexpr size_t kBig = kMaxDescriptorBytes;  // 63 MiB
+  int refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    uint64_t m = open_member(a, "a" + std::to_string(i), 10 + 2 * i);
+    ASSERT_TRUE(a.send_event(sched::Publish{0, 0, m, 1, 7, std::string(kBig, 'p')}, 11 + 2 * i));
+    auto r = a.read_reply();
+    ASSERT_TRUE(r);
+    if (i < 2) {
+      EXPECT_EQ(r->status, sched::Status::kOk) << r->detail;
+    } else {
+      EXPECT_EQ(r->status, sched::Status::kArg);
+      EXPECT_NE(r->detail.find("max_descriptor_bytes_per_client"), std::string::npos) << r->detail;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 6);
+  if (kRssMeasuresHeldMemory) {
+    long hwm = proc_status_kib(d.pid(), "VmHWM");
+    ASSERT_GT(hwm, 0);
+    std::cout << "[ budget ] 8 x 63 MiB publishes of one client: daemon peak RSS " << (hwm >> 10) << " MiB\n";
+    // 126 MiB stored, plus one request being read and its copy while decoded.
+    EXPECT_LT(hwm, 320L << 10) << "the registry's peak resident memory";
+  }
+  RawClient b(d.address);
+  ASSERT_TRUE(b.hello());
+  uint64_t m = open_member(b, "b", 2);
+  ASSERT_TRUE(b.send_event(sched::Publish{0, 0, m, 1, 7, std::string(1 << 20, 'q')}, 3));
+  auto r = b.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, sched::Status::kOk) << r->detail;
 }
 
 TEST(ReplyLimitTest, LongNamesAreRefusedWithAMessage) {

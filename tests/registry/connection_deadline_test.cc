@@ -18,17 +18,6 @@
 namespace thub::registry::test {
 namespace {
 
-// Polls `pred` until it holds; false after the hang guard.
-template <typename Pred>
-bool eventually(Pred pred, int guard_ms = 20000) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(guard_ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    ::poll(nullptr, 0, 5);
-  }
-  return true;
-}
-
 // Short bounds, but not shorter than a busy machine can stall a thread: with 300 ms for HELLO
 // and for the registry's liveness, a live registry was taken for a mute or silent one (issue
 // 17's hunt: ASan, 8 tests at once beside a CPU hog).

@@ -19,17 +19,7 @@
 namespace thub::registry::test {
 namespace {
 
-template <typename Pred>
-bool eventually(Pred pred, int guard_ms = 20000) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(guard_ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    ::poll(nullptr, 0, 5);
-  }
-  return true;
-}
-
-ConnectionOptions fast(std::vector<std::string> addresses) {
+ConnectionOptions probing(std::vector<std::string> addresses) {
   ConnectionOptions co;
   co.addresses = std::move(addresses);
   co.heartbeat_ms = 50;
@@ -65,7 +55,7 @@ TEST(ConnectionLeaderTest, ABackupClientMovesBackWhenThePrimaryAnswersAgain) {
   FakeRegistry primary;
   primary.answer_hello = false;  // accepts, never answers: as a stopped or starting registry
   Embedded backup;
-  Connection c(fast({primary.address(), backup.address()}));
+  Connection c(probing({primary.address(), backup.address()}));
   ASSERT_EQ(c.address(), backup.address());
   ASSERT_EQ(c.call(sched::Open{0, 0, "m", "r", 0, 1, 0, false}).status, sched::Status::kOk);
   // While the primary does not answer, the client stays where it is.
@@ -89,7 +79,7 @@ TEST(ConnectionLeaderTest, NoProbingWhenProbeMsIsZero) {
   FakeRegistry primary;
   primary.answer_hello = false;
   Embedded backup;
-  ConnectionOptions co = fast({primary.address(), backup.address()});
+  ConnectionOptions co = probing({primary.address(), backup.address()});
   co.probe_ms = 0;
   Connection c(co);
   ASSERT_EQ(c.address(), backup.address());
@@ -105,7 +95,7 @@ TEST(ConnectionLeaderTest, TheAddressJustLostIsTriedLast) {
   auto primary = std::make_unique<Embedded>();
   const std::string pa = primary->address();
   Embedded backup;
-  Connection c(fast({pa, backup.address()}));
+  Connection c(probing({pa, backup.address()}));
   ASSERT_EQ(c.address(), pa);
   primary.reset();
   primary = std::make_unique<Embedded>([&](ServerOptions& o) { o.listen = pa; });
@@ -117,7 +107,7 @@ TEST(ConnectionLeaderTest, TheAddressJustLostIsTriedLast) {
 TEST(ConnectionLeaderTest, EveryRegistryGoneFailsAtOnceAndIsRetriedInTheBackground) {
   auto only = std::make_unique<Embedded>();
   const std::string a = only->address();
-  Connection c(fast({a}));
+  Connection c(probing({a}));
   Events ev;
   ev.attach(c);
   only.reset();  // the registry goes: no address answers

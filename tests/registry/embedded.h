@@ -13,6 +13,17 @@
 
 namespace thub::registry::test {
 
+// Polls `pred` until it holds; false after the hang guard.
+template <typename Pred>
+bool eventually(Pred pred, int guard_ms = 20000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(guard_ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::poll(nullptr, 0, 5);
+  }
+  return true;
+}
+
 struct Embedded {
   explicit Embedded(const std::function<void(ServerOptions&)>& tune = {}) {
     ServerOptions o;
@@ -27,12 +38,7 @@ struct Embedded {
   // false if it still does not after the hang guard.
   template <typename Pred>
   bool wait_for(Pred pred, int guard_ms = 20000) const {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(guard_ms);
-    while (!pred(stats())) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      ::poll(nullptr, 0, 2);
-    }
-    return true;
+    return eventually([&] { return pred(stats()); }, guard_ms);
   }
   std::unique_ptr<Server> server;
 };

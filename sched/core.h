@@ -387,6 +387,10 @@ class Core {
   // ---- descriptors stored, against Config's budgets (registry.cc)
   // Why storing `new_size` bytes where `old_size` were for client `c` would pass a budget, or "".
   std::string over_budget(ClientId c, size_t old_size, size_t new_size) const;
+  // Why a member's own descriptor `d` (a publish's, replicate's or update's, in place of
+  // `old`) is refused: empty (nothing to read the member by when it is handed out as a
+  // source), or over a budget; "" when taken.
+  std::string refused_descriptor(ClientId c, const std::string& old, const std::string& d) const;
   void store(ClientId c, std::string& slot, const std::string& d);  // slot = d, counted
   void unstore(ClientId c, uint64_t bytes);                          // freed with its holder
   [[nodiscard]] static uint64_t stored_by(const Member& m);         // its descriptor and host copies'

@@ -268,7 +268,7 @@ void Core::on(const Publish& e) {
     return reply_err(e.client, e.req, Status::kLayout,
                      "layout of shard " + std::to_string(m->shard) + " differs from model " +
                          m->model + "'s");
-  if (std::string why = over_budget(e.client, m->descriptor.size(), e.descriptor.size()); !why.empty())
+  if (std::string why = refused_descriptor(e.client, m->descriptor, e.descriptor); !why.empty())
     return reply_err(e.client, e.req, Status::kArg, "publish: " + why);
   unindex(*m);
   m->buf = Buf::kHolding;

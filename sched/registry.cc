@@ -187,6 +187,11 @@ std::string Core::over_budget(ClientId c, size_t old_size, size_t new_size) cons
   return "";
 }
 
+std::string Core::refused_descriptor(ClientId c, const std::string& old, const std::string& d) const {
+  if (d.empty()) return "an empty descriptor: nothing to read this member by";
+  return over_budget(c, old.size(), d.size());
+}
+
 void Core::store(ClientId c, std::string& slot, const std::string& d) {
   Client& cl = clients_.at(c);
   cl.stored_bytes = cl.stored_bytes - slot.size() + d.size();

@@ -9,7 +9,7 @@ namespace thub::sched::detail {
 void Core::begin_update(const Replicate& e, Member& m) {
   if (has_pending(m.id))
     return reply_err(e.client, e.req, Status::kState, "a replicate of this member is in progress");
-  if (std::string why = over_budget(e.client, m.descriptor.size(), e.descriptor.size()); !why.empty()) {
+  if (std::string why = refused_descriptor(e.client, m.descriptor, e.descriptor); !why.empty()) {
     leave_round(m, e.round);  // as any refusal before the round: its siblings do not wait for it
     return reply_err(e.client, e.req, Status::kArg, "update: " + why);
   }

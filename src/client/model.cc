@@ -219,7 +219,9 @@ void Model::Core::act(const BeginTransfer& a) {
   try {
     src = decode_descriptor(a.source_descriptor);
   } catch (const Error& e) {
-    return feed(TransferEnded{a.transfer, Code::kTransport, false, a.start, e.what()});
+    // The source's own word is garbage: the source has failed (the registry hears of it and
+    // gives another holder), not our transfer.
+    return feed(TransferEnded{a.transfer, Code::kTransport, true, a.start, e.what()});
   }
   if (std::string mismatch = live.mismatch(src); !mismatch.empty()) {
     return feed(TransferEnded{a.transfer, Code::kLayout, false, a.start, mismatch});

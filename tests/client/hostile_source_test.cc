@@ -56,7 +56,7 @@ struct Liar {
   std::unique_ptr<registry::Connection> conn;
   uint64_t member = 0;
 
-  explicit Liar(const std::string& registry) {
+  explicit Liar(const std::string& registry, const std::string& replica = "liar") {
     h.table.add("big", big.data(), big.size(), 0);
     h.table.add("small", small.data(), small.size(), 0);
     h.map(*worker, kThreshold, false);
@@ -66,7 +66,7 @@ struct Liar {
     registry::ConnectionOptions o;
     o.addresses = {registry};
     conn = std::make_unique<registry::Connection>(o);
-    sched::Reply r = conn->call(sched::Open{0, 0, "policy", "liar", 0, 1, 0, false}, 10000);
+    sched::Reply r = conn->call(sched::Open{0, 0, "policy", replica, 0, 1, 0, false}, 10000);
     EXPECT_EQ(r.status, sched::Status::kOk) << r.detail;
     member = r.member;
   }
@@ -166,6 +166,21 @@ TEST(HostileSourceTest, GarbageDescriptorIsATransportError) {
   std::string what;
   EXPECT_EQ(replicate_from_liar({}, &what, std::string(300, '\x7f')), Code::kTransport);
   EXPECT_NE(what.find("malformed source descriptor"), std::string::npos) << what;
+}
+
+// A source whose descriptor does not decode has failed, not the reader's transfer: the
+// reader reports it and the registry hands out another holder. The liar is the older member,
+// so the registry offers it first (sched/source_chooser.cc).
+TEST(HostileSourceTest, GarbageDescriptorIsAFailedSourceAndAnotherHolderIsTaken) {
+  Victim v;
+  Liar liar(v.ctx->registry_address());
+  Liar honest(v.ctx->registry_address(), "honest");
+  std::memset(honest.big.data(), 5, kBig);
+  liar.publish_raw(std::string(300, '\x7f'));
+  honest.publish([](Descriptor&) {});
+  replicate_latest(*v.model);
+  EXPECT_EQ(std::memcmp(v.big.data(), honest.big.data(), kBig), 0);
+  EXPECT_EQ(v.model->stat(stat_key("source_failures")), 1);
 }
 
 // A source whose counter says it holds less than a complete holder must is a failed source,

@@ -123,5 +123,34 @@ TEST(BudgetTest, AHostCopyOverTheBudgetIsRefusedAndTheUnpublishStillDrains) {
   EXPECT_EQ(done->status, Status::kOk);
 }
 
+// A member's own descriptor is what a reader is handed when the member serves as a source (a
+// holder, or a partial source while it receives): an empty one would be handed out as a
+// source that cannot be read. Refused where it arrives, like one over the budget, and a
+// shard refused so does not hold its siblings' round.
+TEST(BudgetTest, AnEmptyDescriptorIsRefused) {
+  Harness h;
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "m", "t", 0, 2), t1 = h.open(1, "m", "t", 1, 2);
+  EXPECT_EQ(publish(h, 1, t, 1, 0), Status::kArg);
+  ASSERT_EQ(publish(h, 1, t, 1, 10), Status::kOk);
+  ASSERT_EQ(publish(h, 1, t1, 1, 10), Status::kOk);
+  MemberId r0 = h.open(2, "m", "r", 0, 2), r1 = h.open(2, "m", "r", 1, 2);
+  RequestId q0 = h.next_req();
+  h.send(Replicate{2, q0, r0, -1, -1, 7, "", 1});
+  auto g0 = h.reply_to(2, q0);
+  ASSERT_TRUE(g0);
+  EXPECT_EQ(g0->status, Status::kArg);
+  EXPECT_NE(g0->detail.find("empty descriptor"), std::string::npos) << g0->detail;
+  EXPECT_EQ(g0->lease, 0u);
+  // The sibling of the same round is answered: granted, not deferred for the refused shard.
+  RequestId q1 = h.next_req();
+  h.send(Replicate{2, q1, r1, -1, -1, 7, "r1", 1});
+  auto g1 = h.reply_to(2, q1);
+  ASSERT_TRUE(g1) << "the round waits for a shard that was refused";
+  EXPECT_EQ(g1->status, Status::kOk);
+  EXPECT_EQ(g1->version, 1);
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

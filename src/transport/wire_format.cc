@@ -66,6 +66,8 @@ DecodedAddress decode_address(const std::string& a) {
     d.proc.nonce_addr = take<uint64_t>(a, &p, what);
     d.proc.nonce = take<uint64_t>(a, &p, what);
   }
+  // Nothing after the fields: a peer's address means exactly what it says, no more.
+  if (p != a.size()) throw Error(Code::kTransport, "malformed worker address: trailing bytes");
   return d;
 }
 

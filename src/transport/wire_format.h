@@ -20,7 +20,8 @@ struct DecodedAddress {
 
 // "THW2", u32 length, UCX address, u16 port, u8 count, IPv4s, u32 pid, u64 nonce address,
 // u64 nonce. "THW1" (the same without the last three, before process reads) still decodes;
-// anything without a magic is a bare UCX address. Throws Error(kTransport) when malformed.
+// anything without a magic is a bare UCX address. Throws Error(kTransport) when malformed
+// (short, a length past the end, or bytes after the last field).
 std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id);
 DecodedAddress decode_address(const std::string& a);
 

@@ -7,6 +7,7 @@
 #include "src/common/status.h"
 #include "src/registry/auth.h"
 #include "src/registry/protocol.h"
+#include "src/transport/wire_format.h"
 #include "tests/fuzz/alloc_guard.h"
 #include "tests/registry/embedded.h"
 #include "tests/registry/raw_client.h"
@@ -133,6 +134,20 @@ TEST(FuzzFindingTest, ProtocolOneHelloIsRefusedWithTheVersion) {
   EXPECT_EQ(r->status, sched::Status::kArg);
   EXPECT_NE(r->detail.find("unsupported protocol version 1"), std::string::npos) << r->detail;
   EXPECT_TRUE(c.closed_by_peer());
+}
+
+// Finding 5 (transport codec fuzzer): a worker address with bytes after its last field was
+// accepted and the bytes ignored, where every other decoder refuses them.
+TEST(FuzzFindingTest, WorkerAddressWithTrailingBytesIsRefused) {
+  const std::string a = transport::encode_address("ucx", {7, {0x0100007f}}, {42, 0x1000, 9});
+  EXPECT_EQ(transport::decode_address(a).proc.pid, 42u);
+  try {
+    transport::decode_address(a + "x");
+    FAIL() << "trailing bytes accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kTransport);
+    EXPECT_NE(std::string(e.what()).find("trailing"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // thub_fuzz: the control-plane fuzzers as a soak (docs/security.md, "Fuzzing").
 //   thub_fuzz [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N] [--hostile-registry N]
+//             [--transport-codecs N] [--read-server N] [--read-client N]
 // Runs each target for its count (defaults: 1,000,000 decoder inputs, 1,000,000 sessions with
-// and 1,000,000 without a token, 4,000 socket sessions, 1,000 against a hostile registry), prints inputs, refusals, the largest allocation
+// and 1,000,000 without a token, 4,000 socket sessions, 1,000 against a hostile registry, 1,000,000 transport codec inputs, 50,000
+// socket-read sessions against the server and 50,000 against the reader), prints inputs, refusals, the largest allocation
 // and the time, and exits 1 if any invariant was violated (each finding names its seed and input).
 #include <chrono>
 #include <cstdio>
@@ -14,7 +16,8 @@
 using namespace thub::fuzz;
 
 int main(int argc, char** argv) {
-  uint64_t seed = 1, decoder = 1000000, sessions = 1000000, token_sessions = 1000000, socket = 4000, hostile = 1000;
+  uint64_t seed = 1, decoder = 1000000, sessions = 1000000, token_sessions = 1000000, socket = 4000, hostile = 1000,
+           codecs = 1000000, read_server = 50000, read_client = 50000;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> uint64_t {
       if (i + 1 >= argc) {
@@ -30,8 +33,12 @@ int main(int argc, char** argv) {
     else if (a == "--token-sessions") token_sessions = next();
     else if (a == "--socket") socket = next();
     else if (a == "--hostile-registry") hostile = next();
+    else if (a == "--transport-codecs") codecs = next();
+    else if (a == "--read-server") read_server = next();
+    else if (a == "--read-client") read_client = next();
     else {
-      std::fprintf(stderr, "usage: %s [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N] [--hostile-registry N]\n",
+      std::fprintf(stderr, "usage: %s [--seed S] [--decoder N] [--sessions N] [--token-sessions N] [--socket N] [--hostile-registry N]\n"
+                   "       [--transport-codecs N] [--read-server N] [--read-client N]\n",
                    argv[0]);
       return 2;
     }
@@ -67,6 +74,9 @@ int main(int argc, char** argv) {
   run("socket sessions", socket / 2, [&](uint64_t n, Outcome* o) { SocketFuzzer(seed, false).run(n, o); });
   run("socket with a token", socket - socket / 2, [&](uint64_t n, Outcome* o) { SocketFuzzer(seed, true).run(n, o); });
   run("client vs hostile registry", hostile, [&](uint64_t n, Outcome* o) { HostileRegistryFuzzer(seed).run(n, o); });
+  run("transport codecs", codecs, [&](uint64_t n, Outcome* o) { TransportCodecFuzzer(seed).run(n, o); });
+  run("socket-read server", read_server, [&](uint64_t n, Outcome* o) { ReadServerFuzzer(seed).run(n, o); });
+  run("socket reader", read_client, [&](uint64_t n, Outcome* o) { ReadClientFuzzer(seed).run(n, o); });
   std::printf("total %llu inputs in %.1f s, %d findings\n", static_cast<unsigned long long>(total), total_s, findings);
   return findings ? 1 : 0;
 }

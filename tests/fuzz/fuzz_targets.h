@@ -76,4 +76,45 @@ class HostileRegistryFuzzer {
   uint64_t seed_;
 };
 
+// The transport's peer-facing formats (issue 19, item 2): the worker address and packed rkey
+// codecs (every version; a decoder refuses with Error(kTransport) or returns what re-encodes
+// to exactly its input), the socket-read server against hostile request streams (it answers
+// exactly what the protocol says, never a byte it does not serve, and keeps serving the real
+// reader), and the socket reader against a hostile server (each read succeeds with exactly the
+// bytes sent or fails, every read completes, nothing is written outside its destination).
+class TransportCodecFuzzer {
+ public:
+  explicit TransportCodecFuzzer(uint64_t seed) : seed_(seed) {}
+  void run(uint64_t inputs, Outcome* out);
+
+ private:
+  uint64_t seed_;
+};
+
+class ReadServerFuzzer {  // inputs: sessions; frames: the requests they carried
+ public:
+  explicit ReadServerFuzzer(uint64_t seed);
+  ~ReadServerFuzzer();
+  void run(uint64_t sessions, Outcome* out);
+
+  struct State;
+
+ private:
+  uint64_t seed_;
+  std::unique_ptr<State> s_;
+};
+
+class ReadClientFuzzer {  // inputs: sessions; frames: the reads they asked for
+ public:
+  explicit ReadClientFuzzer(uint64_t seed);
+  ~ReadClientFuzzer();
+  void run(uint64_t sessions, Outcome* out);
+
+  struct State;
+
+ private:
+  uint64_t seed_;
+  std::unique_ptr<State> s_;
+};
+
 }  // namespace thub::fuzz

@@ -10,6 +10,7 @@
 #include "src/client/descriptor.h"
 #include "src/registry/auth.h"
 #include "src/registry/protocol.h"
+#include "src/transport/wire_format.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/fuzz/message_model.h"
 
@@ -78,6 +79,15 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
     sched::Snapshot snap = random_snapshot(rng);
     EXPECT_EQ(serialize(snapshot(snap)), registry::encode_snapshot(snap));
   }
+  // The transport's codecs (current versions: the older ones are written by nothing now).
+  transport::SocketEndpoint ep{7, {0x0100007f, 0x0200000a}};
+  transport::ProcessIdentity id{1234, 0x7f0000001000, 99};
+  EXPECT_EQ(serialize(address({"ucx-address", ep.port, ep.ipv4, id.pid, id.nonce_addr, id.nonce, 2})),
+            transport::encode_address("ucx-address", ep, id));
+  EXPECT_EQ(serialize(rkey({"ucx-rkey", 5, 0x1000, 4096, true, true, 3, 77, 3})),
+            transport::encode_rkey("ucx-rkey", 5, 0x1000, 4096, true, {true, 3, 77}));
+  EXPECT_EQ(serialize(rkey({"ucx-rkey", 5, 0x1000, 4096, false, false, 0, 0, 3})),
+            transport::encode_rkey("ucx-rkey", 5, 0x1000, 4096));
 }
 
 // A message added to the schema without a fuzz model fails here: the fuzzers draw from
@@ -142,6 +152,33 @@ TEST(FuzzTest, ClientAgainstAHostileRegistry) {
   report("client against a hostile registry", o, t0);
   EXPECT_GT(o.refused, 0u);
   EXPECT_LT(o.refused, o.inputs) << "no session connected: the stand-in never answers right";
+}
+
+TEST(FuzzTest, TransportCodecsRefuseOrRoundTripEveryMutatedInput) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  TransportCodecFuzzer(7).run(scaled(100000, 20000), &o);
+  report("transport codecs", o, t0);
+  EXPECT_GT(o.refused, o.inputs / 4) << "the mutations hardly ever produce bad input";
+  EXPECT_LT(o.refused, o.inputs) << "no input was valid: the seeds are wrong";
+}
+
+TEST(FuzzTest, SocketReadServerAgainstHostileReaders) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  ReadServerFuzzer(8).run(scaled(500, 150), &o);
+  report("socket-read server", o, t0);
+  EXPECT_GT(o.refused, 0u);
+  EXPECT_LT(o.refused, o.frames) << "no request was served: the requests miss every region";
+}
+
+TEST(FuzzTest, SocketReaderAgainstAHostileServer) {
+  Outcome o;
+  auto t0 = std::chrono::steady_clock::now();
+  ReadClientFuzzer(9).run(scaled(500, 150), &o);
+  report("socket reader", o, t0);
+  EXPECT_GT(o.refused, 0u);
+  EXPECT_LT(o.refused, o.frames) << "no read succeeded: the answers are never right";
 }
 
 }  // namespace

@@ -36,7 +36,9 @@ std::string serialize(const Message& m) {
   for (const Field& f : m.fields) {
     switch (f.kind) {
       case Kind::kU8:
+      case Kind::kCount8:
       case Kind::kBool: w.u8(static_cast<uint8_t>(f.v)); break;
+      case Kind::kRaw: w.raw(f.s.data(), f.s.size()); break;
       case Kind::kU16: w.u16(static_cast<uint16_t>(f.v)); break;
       case Kind::kU32:
       case Kind::kCount: w.u32(static_cast<uint32_t>(f.v)); break;
@@ -189,6 +191,40 @@ sched::Snapshot random_snapshot(Rng& rng) {
   return s;
 }
 
+Message address(const AddressFields& a) {
+  Message m{Shape::kAddress, {}};
+  auto& f = m.fields;
+  f.push_back({Kind::kRaw, 0, a.version == 1 ? "THW1" : "THW2", {}});
+  f.push_back(str(a.ucx));
+  f.push_back({Kind::kU16, a.port, {}, {}});
+  f.push_back({Kind::kCount8, a.ipv4.size(), {}, {}});
+  for (uint32_t ip : a.ipv4) f.push_back(u32(ip));
+  if (a.version != 1) {
+    f.push_back(u32(a.pid));
+    f.push_back(u64(a.nonce_addr));
+    f.push_back(u64(a.nonce));
+  }
+  return m;
+}
+
+Message rkey(const RkeyFields& k) {
+  Message m{Shape::kRkey, {}};
+  auto& f = m.fields;
+  f.push_back({Kind::kRaw, 0, "THK" + std::to_string(k.version), {}});
+  f.push_back(u64(k.token));
+  if (k.version >= 2) {
+    f.push_back(u64(k.addr));
+    f.push_back(u64(k.len));
+    f.push_back({Kind::kU8, (k.ucx_mapped ? 1u : 0u) | (k.has_slot ? 2u : 0u), {}, {}});
+    if (k.has_slot) {
+      f.push_back(u32(k.slot));
+      f.push_back(u64(k.slot_key));
+    }
+  }
+  f.push_back({Kind::kRaw, 0, k.ucx, {}});
+  return m;
+}
+
 Message descriptor(Rng& rng) {
   Message m{Shape::kDescriptor, {}};
   auto& f = m.fields;
@@ -227,6 +263,8 @@ uint64_t interesting(Rng& rng, Kind k) {
   if (chance(rng, 4)) v = rng();
   switch (k) {
     case Kind::kU8:
+    case Kind::kCount8:
+    case Kind::kRaw:
     case Kind::kBool: return chance(rng, 2) ? 2 + pick(rng, 254) : v & 0xff;
     case Kind::kU16: return v & 0xffff;
     case Kind::kU32:
@@ -257,6 +295,7 @@ void mutate_fields(Message& m, const Message& other, Rng& rng) {
       if (f.empty()) break;
       Field& x = f[pick(rng, f.size())];
       if (x.kind == Kind::kStr) x.len = interesting(rng, Kind::kStr);
+      else if (x.kind == Kind::kRaw && !x.s.empty()) x.s[pick(rng, x.s.size())] = static_cast<char>(rng());
       else x.v = interesting(rng, x.kind);
       break;
     }
@@ -273,14 +312,16 @@ void mutate_fields(Message& m, const Message& other, Rng& rng) {
       break;
     }
     case 3: {  // a count of many with few items behind it
-      for (Field& x : f)
+      for (Field& x : f) {
         if (x.kind == Kind::kCount && chance(rng, 2)) x.v = chance(rng, 2) ? 4000000000ull : interesting(rng, x.kind);
+        if (x.kind == Kind::kCount8 && chance(rng, 2)) x.v = chance(rng, 2) ? 255 : x.v + 1;
+      }
       break;
     }
     case 4: {  // string contents and sizes
       std::vector<size_t> strs;
       for (size_t i = 0; i < f.size(); ++i)
-        if (f[i].kind == Kind::kStr) strs.push_back(i);
+        if (f[i].kind == Kind::kStr || f[i].kind == Kind::kRaw) strs.push_back(i);
       if (strs.empty()) break;
       Field& x = f[strs[pick(rng, strs.size())]];
       if (chance(rng, 2)) {

@@ -19,7 +19,9 @@ namespace thub::fuzz {
 
 using Rng = std::mt19937_64;
 
-enum class Kind { kU8, kU16, kU32, kU64, kBool, kStr, kCount };
+// kCount8: a count in one byte (the worker address's IPv4s); kRaw: bytes with no length
+// prefix (a magic, or the UCX rkey that fills the rest of a packed rkey).
+enum class Kind { kU8, kU16, kU32, kU64, kBool, kStr, kCount, kCount8, kRaw };
 
 struct Field {
   Kind kind;
@@ -33,6 +35,7 @@ enum class Shape {
   kHello, kAuthField,  // AUTH, CHALLENGE and AUTH_OK: one 32-byte string
   kHeartbeat, kOpen, kClose, kPublish, kReplicate, kTransferDone, kSourceFailed, kUnpublish,
   kOffloadDone, kCancel, kDescribe, kInfo, kReply, kOrder, kSnapshot, kDescriptor,
+  kAddress, kRkey,  // the transport's worker address and packed rkey (src/transport/wire_format.h)
 };
 
 struct Message {
@@ -54,6 +57,28 @@ Message snapshot(const sched::Snapshot& s);
 // A consistent snapshot (indices in range, shards and states valid) of a few models.
 sched::Snapshot random_snapshot(Rng& rng);
 Message descriptor(Rng& rng);  // a plausible client descriptor (version 3) with a few tensors
+
+// The transport's own codecs, field by field as src/transport/wire_format.cc writes them:
+// a worker address ("THW2", or the older "THW1" without the process identity) and a packed
+// rkey ("THK3"; "THK2" without the slot; "THK1": a token and the UCX rkey).
+struct AddressFields {
+  std::string ucx;
+  uint16_t port = 0;
+  std::vector<uint32_t> ipv4;
+  uint32_t pid = 0;
+  uint64_t nonce_addr = 0, nonce = 0;
+  int version = 2;
+};
+struct RkeyFields {
+  std::string ucx;
+  uint64_t token = 0, addr = 0, len = 0;
+  bool ucx_mapped = false, has_slot = false;
+  uint32_t slot = 0;
+  uint64_t slot_key = 0;
+  int version = 3;
+};
+Message address(const AddressFields& a);
+Message rkey(const RkeyFields& k);
 
 // Interesting values for integer fields and length prefixes.
 uint64_t interesting(Rng& rng, Kind k);

@@ -322,6 +322,11 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
             if (op.moved_on && phase_ != Phase::kHolding) return finish(op.error, op.detail + "; nothing newer is left");
             return finish(Code::kNotUpdated);
           }
+          if (r.status == sched::Status::kNotFound && op.moved_on && id_.num_shards == 1) {
+            // A latest request whose version was lost under it, asked again: no version is
+            // left at all. The loss is its answer (docs/integrity.md), not "never published".
+            return finish(op.error, op.detail + "; no other version is available");
+          }
           op.round_moved = round_moved(r);
           if (!ok && move_on(code_of(r.status), "replicate: " + r.detail)) return;
           if (!ok) return finish(code_of(r.status), "replicate: " + r.detail);
@@ -337,7 +342,11 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
           return on_grant(r);
         case Stage::kRecovering:
           if (!ok) {
-            Code c = r.status == sched::Status::kVersionLost ? Code::kVersionLost : Code::kTransport;
+            // A registry that never heard of the version we were reading (a new one after a
+            // failover, where no holder of it published it again) has none: it is lost.
+            const bool lost = r.status == sched::Status::kVersionLost ||
+                              (r.status == sched::Status::kNotFound && id_.num_shards == 1);
+            Code c = lost ? Code::kVersionLost : Code::kTransport;
             op.round_moved = round_moved(r);
             return give_up(c, op.detail + "; no other source: " + r.detail);
           }

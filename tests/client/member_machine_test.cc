@@ -393,6 +393,53 @@ TEST_F(MemberMachineTest, LatestLostDuringTheTransferGivesUpThenMovesOn) {
   EXPECT_EQ(m.held(), 5);
 }
 
+// Issue 19: the version a latest request was reading is lost and nothing else is left: the
+// loss is the answer (docs/integrity.md), not the re-ask's "no version is available".
+TEST_F(MemberMachineTest, LatestLostWithNothingLeftEndsWithTheLoss) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill-1", 1});
+  uint64_t unpub = lose_during_transfer(sent<sched::Replicate>()->first, 4, 11);
+  ok(unpub);
+  step(Prepared{op, 7, "fill-2", 2});
+  auto again = sent<sched::Replicate>();
+  ASSERT_TRUE(again);
+  clear();
+  reply(again->first, refusal(sched::Status::kNotFound, "no version of model m is available"));
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kVersionLost) << completed()->detail;
+}
+
+// Issue 19: a transfer resumed at a registry that took over and never heard of its version
+// (its only holder died before publishing it there) ends with the loss, not a transport
+// error.
+TEST_F(MemberMachineTest, ResumeAtARegistryThatNeverHeardOfTheVersionIsALoss) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, 4, false});
+  step(Prepared{op, 7, "fill", 1});
+  reply(sent<sched::Replicate>()->first, grant(4, 11));
+  uint64_t transfer = began();
+  ASSERT_NE(transfer, 0u);
+  failover(1, 2);
+  clear();
+  step(TransferEnded{transfer, Code::kTransport, true, 1024, "source died"});
+  auto again = sent<sched::Replicate>();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->second.spec, 4);
+  clear();
+  reply(again->first, refusal(sched::Status::kNotFound, "version 4 of model m was never published"));
+  auto unpub = sent<sched::Unpublish>();
+  ASSERT_TRUE(unpub) << "the partial holding is not given up";
+  clear();
+  ok(unpub->first);
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kVersionLost) << completed()->detail;
+}
+
 // An update in place that lost the newer version during its transfer holds nothing any more
 // (its buffers were overwritten): asked again, it keeps newer_than h, and when nothing newer
 // than h is left the registry's NOT_UPDATED ends it with the loss; it does not claim to

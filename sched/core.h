@@ -405,6 +405,12 @@ class Core {
   Config cfg_;
   uint64_t stored_bytes_ = 0;  // every member's descriptors
   Time now_ = 0;
+  Time first_open_ = -1;     // when the first Open came (takeover_grace counts from it)
+  bool grace_over_ = false;  // takeover_grace has passed (its end woke the deferred requests)
+  [[nodiscard]] bool in_takeover_grace() const {
+    return cfg_.takeover_grace > 0 && first_open_ >= 0 && now_ < first_open_ + cfg_.takeover_grace;
+  }
+  bool expire_grace();  // true once, at the step where takeover_grace ends
   std::vector<Action> out_;
   std::unordered_map<ClientId, Client> clients_;  // looked up only, never iterated
   std::set<std::pair<Time, ClientId>> deadlines_;  // (last_seen, client)

@@ -39,6 +39,12 @@ bool Core::expire_orphans() {
   return changed;
 }
 
+bool Core::expire_grace() {
+  if (grace_over_ || first_open_ < 0 || cfg_.takeover_grace <= 0 || in_takeover_grace()) return false;
+  grace_over_ = true;
+  return true;
+}
+
 bool Core::known_client(ClientId c, RequestId req) {
   if (clients_.count(c)) return true;
   Reply r = make_reply(c, req);
@@ -209,6 +215,7 @@ void Core::on(const Open& e) {
       e.shard >= e.num_shards || e.retain < 0)
     return reply_err(e.client, e.req, Status::kArg,
                      "bad open: model and replica must be named, 0 <= shard < num_shards");
+  if (first_open_ < 0) first_open_ = now_;
   auto mit = models_.find(e.model);
   if (mit != models_.end()) {
     auto rit = mit->second.replicas.find(e.replica);

@@ -57,6 +57,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   bool expired = expire();
   expired = judge_silent() || expired;  // a confirmed failure may let a deferred request on
   expired = expire_holds() || expired;  // a round's hold on a drain ended
+  expired = expire_grace() || expired;  // requests held for the takeover grace are answered
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;

@@ -349,6 +349,8 @@ bool Core::try_replicate(const Pending& p) {
       detail = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
     }
   }
+  // Taking over (Config::takeover_grace): the holders may not have come back yet.
+  if ((st == Status::kNotFound || st == Status::kVersionLost) && in_takeover_grace()) return false;
   if (st != Status::kOk) {
     // The other shards of the replica get the same answer (a transaction without a grant).
     if (m.num_shards > 1) {

@@ -51,6 +51,12 @@ struct Config {
   // refused (kArg), a host copy's is taken as a failed offload (0: no bound).
   uint64_t max_descriptor_bytes_per_client = uint64_t{256} << 20;
   uint64_t max_descriptor_bytes = uint64_t{4} << 30;
+  // A registry taking over from another (a backup when the primary died) learns the job's
+  // holdings only as their clients come back and publish again. For this long after its
+  // first Open, a replicate that would be answered "not found" or "version lost" waits for a
+  // holder to publish instead (answered so once the time is up): a reader that came back
+  // before its trainer is served, not refused (0: answered at once).
+  Time takeover_grace = 0;
 };
 
 // ---- events (in) ----------------------------------------------------------------------

@@ -250,6 +250,10 @@ int THUB_Info_free(THUB_Info *info);
  *    replica of several shards waits for all its shards: it keeps its source's buffers for a shard
  *    that has not asked yet (a trainer's unpublish waits that long at most) and answers a shard's
  *    finished transfer once every shard has one (0: shards are answered alone)
+ *  - `takeover_grace_ms` (int, default `0`, 0..86400000; registry): for this long (ms) after its
+ *    first open, the registry holds a replicate it would answer not found or version lost until a
+ *    holder publishes (then answers it so): set on a backup registry, whose holders come back one
+ *    by one after a failover (0: answered at once)
  *  - `max_connections` (int, default `8192`, 1..1048576; registry): connections the registry
  *    accepts in all; more are refused
  *  - `max_connections_per_host` (int, default `1024`, 1..1048576; registry): connections the

@@ -124,6 +124,10 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "its source's buffers for a shard that has not asked yet (a trainer's unpublish waits "
      "that long at most) and answers a shard's finished transfer once every shard has one "
      "(0: shards are answered alone)"},
+    {"takeover_grace_ms", info_keys_detail::kReg, InfoType::kInt, "0", 0, info_keys_detail::kDay,
+     "for this long (ms) after its first open, the registry holds a replicate it would answer "
+     "not found or version lost until a holder publishes (then answers it so): set on a backup "
+     "registry, whose holders come back one by one after a failover (0: answered at once)"},
     {"max_connections", info_keys_detail::kReg, InfoType::kInt, "8192", 1, 1 << 20,
      "connections the registry accepts in all; more are refused"},
     {"max_connections_per_host", info_keys_detail::kReg, InfoType::kInt, "1024", 1, 1 << 20,

@@ -90,6 +90,36 @@ TEST(FailoverTest, NoRegistryLeftIsRegistryError) {
   EXPECT_EQ(status_of(r), -6) << r;
 }
 
+// Issue 19 item 4, failover that completes: after the primary dies, a reader that reaches the
+// backup before its trainer does is served once the trainer publishes there, not told "not
+// found" (the backup runs with takeover_grace_ms). The trainer is stopped while the primary
+// dies so that the reader is back first every time.
+TEST(FailoverTest, AReaderBackAtTheBackupBeforeItsTrainerIsServedThere) {
+  Registry primary, backup{"127.0.0.1:0", {"--takeover-grace-ms", "30000"}};
+  std::map<std::string, std::string> env = {{"TENSORHUB_REGISTRY", primary.address + "," + backup.address},
+                                            {"TENSORHUB_HEARTBEAT_MS", "100"}};
+  PeerProcess trainer(env), reader(env);
+  ASSERT_TRUE(ok(trainer.cmd("init")));
+  ASSERT_TRUE(ok(reader.cmd("init")));
+  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
+  for (PeerProcess* p : {&trainer, &reader}) ASSERT_TRUE(ok(p->cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(trainer.cmd("fill 81")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+
+  trainer.signal(SIGSTOP);
+  primary.proc->kill_now();
+  reader.send("replicate latest");
+  // Without the grace the backup answers "not found" as soon as the reader is there.
+  EXPECT_FALSE(reader.reply_ready(2000)) << "answered before the trainer came back: " << reader.reply(1);
+  trainer.signal(SIGCONT);
+  std::string r = reader.reply(60);
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(word(r, 2), "1");
+  EXPECT_TRUE(ok(reader.cmd("check 81")));
+  EXPECT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 1; }));
+}
+
 // Issue 19 item 4: a context whose every registry was gone for longer than reconnect_ms is
 // not lost for good. Calls fail at once meanwhile (a new THUB_Open too: it used to wait for
 // ever), the connection keeps trying in the background, and when a registry answers again the

@@ -146,10 +146,13 @@ bool Connection::Impl::send_heartbeat(int64_t deadline_ms) {
   return true;
 }
 
-int Connection::Impl::receive() {
+namespace {
+// Appends what `sock` has to `in` without blocking: 1 something came, 0 nothing now, -1 the
+// peer closed or the socket failed.
+int receive_some(int sock, ByteQueue& in) {
   char buf[65536];
   for (;;) {
-    ssize_t k = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+    ssize_t k = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
     if (k > 0) {
       in.append(buf, static_cast<size_t>(k));
       return 1;
@@ -159,6 +162,9 @@ int Connection::Impl::receive() {
     return -1;
   }
 }
+}  // namespace
+
+int Connection::Impl::receive() { return receive_some(fd.get(), in); }
 
 // The next complete frame in `in` (a view valid until in.consume); throws CodecError.
 bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
@@ -176,19 +182,7 @@ namespace {
 struct HandshakeLink {
   int sock;
   ByteQueue& in;
-  int receive() {
-    char buf[4096];
-    for (;;) {
-      ssize_t k = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
-      if (k > 0) {
-        in.append(buf, static_cast<size_t>(k));
-        return 1;
-      }
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-      return -1;
-    }
-  }
+  int receive() { return receive_some(sock, in); }
   void send(MsgType t, const std::string& payload, const std::string& a) {
     std::string f = encode_frame(t, 0, payload);
     if (!write_all(sock, f.data(), f.size())) throw Error(Code::kRegistry, "lost the connection to registry " + a);

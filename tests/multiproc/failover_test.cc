@@ -42,6 +42,18 @@ bool until_version(PeerProcess& p, const std::string& line, const std::string& w
   return false;
 }
 
+// A trainer holding version 1 (filled with `fill`) and a reader with the same tensors, both
+// open as model policy.
+void trainer_publishes_one(PeerProcess& trainer, PeerProcess& reader, int fill) {
+  ASSERT_TRUE(ok(trainer.cmd("init")));
+  ASSERT_TRUE(ok(reader.cmd("init")));
+  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
+  for (PeerProcess* p : {&trainer, &reader}) ASSERT_TRUE(ok(p->cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(trainer.cmd("fill " + std::to_string(fill))));
+  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+}
+
 TEST(FailoverTest, BackupRegistryTakesOverAndReplicationContinues) {
   Registry primary, backup;
   ASSERT_FALSE(primary.address.empty());
@@ -99,13 +111,7 @@ TEST(FailoverTest, AReaderBackAtTheBackupBeforeItsTrainerIsServedThere) {
   std::map<std::string, std::string> env = {{"TENSORHUB_REGISTRY", primary.address + "," + backup.address},
                                             {"TENSORHUB_HEARTBEAT_MS", "100"}};
   PeerProcess trainer(env), reader(env);
-  ASSERT_TRUE(ok(trainer.cmd("init")));
-  ASSERT_TRUE(ok(reader.cmd("init")));
-  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
-  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
-  for (PeerProcess* p : {&trainer, &reader}) ASSERT_TRUE(ok(p->cmd(std::string("tensors ") + kLayout)));
-  ASSERT_TRUE(ok(trainer.cmd("fill 81")));
-  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+  ASSERT_NO_FATAL_FAILURE(trainer_publishes_one(trainer, reader, 81));
 
   trainer.signal(SIGSTOP);
   primary.proc->kill_now();
@@ -191,13 +197,7 @@ struct PausedPair {
 TEST(FailoverTest, APausedReaderComesBackToThePrimaryAndSeesNewVersions) {
   PausedPair regs;
   PeerProcess trainer(regs.env()), reader(regs.env());
-  ASSERT_TRUE(ok(trainer.cmd("init")));
-  ASSERT_TRUE(ok(reader.cmd("init")));
-  ASSERT_TRUE(ok(trainer.cmd("open policy trainer 0 1")));
-  ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
-  for (PeerProcess* p : {&trainer, &reader}) ASSERT_TRUE(ok(p->cmd(std::string("tensors ") + kLayout)));
-  ASSERT_TRUE(ok(trainer.cmd("fill 81")));
-  ASSERT_TRUE(ok(trainer.cmd("publish 1")));
+  ASSERT_NO_FATAL_FAILURE(trainer_publishes_one(trainer, reader, 81));
   std::string r = reader.cmd("replicate latest");
   ASSERT_TRUE(ok(r)) << r;
 

@@ -86,6 +86,8 @@ struct Lease {
   bool from_offload = false;  // reads the source's host copy, not its buffers
   Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
   Time granted_at = 0;        // introspection only
+  Time progress_at = 0;       // the grant, or the last report of more bytes (lease_progress_timeout)
+  uint64_t progress_bytes = 0;
 };
 
 // A TransferDone whose answer waits for its round's commit.
@@ -298,6 +300,8 @@ class Core {
   void on(const TransferDone& e);
   void on(const SourceFailed& e);
   void on(const Cancel& e);
+  void on(const TransferProgress& e);
+  bool expire_stalled_leases();  // readers silent about their progress: dropped
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   // A Replicate of a round whose transaction has another version than it asks: alone.
   void answer_alone(const Pending& p, Member& m);
@@ -434,6 +438,7 @@ class Core {
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)
+  std::set<std::pair<Time, LeaseId>> progress_;    // (progress_at, lease), leases not orphaned
   // Copies reported failed and not yet judged: (source member, host copy, version).
   std::set<std::tuple<MemberId, bool, Version>> suspects_;
   // By Pending::seq (arrival order: wake() retries them in it).

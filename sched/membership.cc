@@ -25,6 +25,7 @@ bool Core::expire() {
     remove_client(c, /*orphan_reads=*/true);
     changed = true;
   }
+  changed = expire_stalled_leases() || changed;
   return expire_orphans() || changed;
 }
 
@@ -109,6 +110,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
     Lease& l = leases_.at(m.own_lease);
     if (!l.orphan_until) add_load(l.source, -1);  // an orphan holds no reader slot (load())
     l.orphan_until = now_ + cfg_.heartbeat_timeout;
+    progress_.erase({l.progress_at, l.id});  // an orphan's own deadline ends it
     orphans_.insert({l.orphan_until, l.id});
     m.own_lease = 0;
     chains_changed();

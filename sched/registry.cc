@@ -225,6 +225,12 @@ std::string Core::check_invariants() const {
       if (auto it = clients_.find(c); it != clients_.end() && it->second.stored_bytes != n)
         err << "client " << c << " stores " << it->second.stored_bytes << " descriptor bytes, counted " << n << "\n";
   }
+  {  // every lease but the orphans has its progress deadline, and only they
+    std::set<std::pair<Time, LeaseId>> want;
+    for (const auto& [id, l] : leases_)
+      if (!l.orphan_until) want.insert({l.progress_at, id});
+    if (want != progress_) err << "the leases' progress deadlines differ from the leases\n";
+  }
   for (const auto& [id, l] : leases_) {
     auto it = members_.find(l.source);
     if (it == members_.end()) continue;  // a closed/crashed source: the reader will report

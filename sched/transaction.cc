@@ -455,6 +455,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.version = v;
   l.from_offload = pick.from_offload;
   l.granted_at = now_;
+  l.progress_at = now_;
   // m is on a cached chain only as its start, unless somebody reads m (a regrant of a
   // partial holder): then every cached answer may change.
   if (auto rd = leases_by_source_.find(m.id); rd != leases_by_source_.end() && !rd->second.empty())
@@ -462,6 +463,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   else
     ground_cache_.erase(m.id);
   leases_[l.id] = l;
+  progress_.insert({l.progress_at, l.id});
   leases_by_source_[src.id].insert(l.id);
   add_load(src.id, 1);  // a new lease is no orphan
   unindex(m);
@@ -488,6 +490,7 @@ void Core::end_lease(LeaseId id) {
   Lease l = it->second;
   leases_.erase(it);
   if (l.orphan_until) orphans_.erase({l.orphan_until, id});
+  progress_.erase({l.progress_at, id});
   if (auto sit = leases_by_source_.find(l.source); sit != leases_by_source_.end()) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);
@@ -505,6 +508,37 @@ void Core::end_lease(LeaseId id) {
 
 void Core::cancel_own_lease(Member& m) {
   if (m.own_lease) end_lease(m.own_lease);
+}
+
+void Core::on(const TransferProgress& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  auto it = leases_.find(e.lease);
+  if (it == leases_.end() || it->second.reader != m->id || it->second.orphan_until)
+    return reply_err(e.client, e.req, Status::kState,
+                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
+  Lease& l = it->second;
+  if (e.bytes > l.progress_bytes) {  // only more bytes are progress
+    progress_.erase({l.progress_at, l.id});
+    l.progress_at = now_;
+    l.progress_bytes = e.bytes;
+    progress_.insert({l.progress_at, l.id});
+  }
+  reply(make_reply(e.client, e.req));
+}
+
+bool Core::expire_stalled_leases() {
+  if (cfg_.lease_progress_timeout <= 0) return false;
+  bool changed = false;
+  while (!progress_.empty() && now_ - progress_.begin()->first >= cfg_.lease_progress_timeout) {
+    const LeaseId id = progress_.begin()->second;
+    const ClientId c = leases_.at(id).reader_client;
+    out_.emplace_back(Drop{c});
+    remove_client(c);                      // its leases (this one among them) end now
+    if (leases_.count(id)) end_lease(id);  // and so does this one, whatever else it was
+    changed = true;
+  }
+  return changed;
 }
 
 void Core::on(const TransferDone& e) {

@@ -57,6 +57,11 @@ struct Config {
   // holder to publish instead (answered so once the time is up): a reader that came back
   // before its trainer is served, not refused (0: answered at once).
   Time takeover_grace = 0;
+  // A read granted to a reader that then reports no progress (TransferProgress with more bytes
+  // than before) for this long ends with its reader's client, dropped as a silent one is (its
+  // leases end at once: it was heard, it chose not to read), so that a reader that takes a
+  // lease and never reads holds a trainer's unpublish for this long at most (0: no bound).
+  Time lease_progress_timeout = 60'000'000;
 };
 
 // ---- events (in) ----------------------------------------------------------------------
@@ -148,8 +153,17 @@ struct Cancel {       // THUB_Cancel: this member's deferred Replicate is answer
   Version version = -1;
 };
 
+struct TransferProgress {  // the granted read now holds `bytes` checked bytes; reply Ok, or
+  ClientId client;         // kState when the lease is not active (ended, or not this member's)
+  RequestId req;
+  MemberId member;
+  LeaseId lease;
+  uint64_t bytes;
+};
+
 using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,
-                           Replicate, TransferDone, SourceFailed, Unpublish, OffloadDone, Cancel>;
+                           Replicate, TransferDone, SourceFailed, Unpublish, OffloadDone, Cancel,
+                           TransferProgress>;
 
 // ---- actions (out) --------------------------------------------------------------------
 

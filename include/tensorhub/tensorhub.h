@@ -229,6 +229,9 @@ int THUB_Info_free(THUB_Info *info);
  *    none)
  *  - `stall_timeout_ms` (int, default `10000`, 10..86400000): a source that makes no progress this
  *    long (ms) has failed
+ *  - `progress_report_ms` (int, default `2000`, 10..3600000): a reader tells the registry its
+ *    progress on a read at most this often (ms), when it made some (the registry's
+ *    lease_progress_timeout_ms ends reads that make none)
  *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NIC nearest to host
  *    memory, from hwloc)
  *  - `tls` (string, default unset): UCX_TLS (default: UCX's choice)
@@ -254,6 +257,10 @@ int THUB_Info_free(THUB_Info *info);
  *    first open, the registry holds a replicate it would answer not found or version lost until a
  *    holder publishes (then answers it so): set on a backup registry, whose holders come back one
  *    by one after a failover (0: answered at once)
+ *  - `lease_progress_timeout_ms` (int, default `60000`, 0..86400000; registry): a reader whose
+ *    granted read reports no progress this long (ms) is dropped like a silent client, its reads
+ *    ended, so that a trainer's unpublish waits for it this long at most; keep it above the
+ *    readers' stall_timeout_ms (0: no bound)
  *  - `max_connections` (int, default `8192`, 1..1048576; registry): connections the registry
  *    accepts in all; more are refused
  *  - `max_connections_per_host` (int, default `1024`, 1..1048576; registry): connections the

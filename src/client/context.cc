@@ -35,6 +35,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.registry_connect_timeout_ms = static_cast<int>(info.get<info_key("registry_connect_timeout_ms")>());
   c.registry_request_timeout_ms = static_cast<int>(info.get<info_key("registry_request_timeout_ms")>());
   c.stall_timeout_ms = info.get<info_key("stall_timeout_ms")>();
+  c.progress_report_ms = info.get<info_key("progress_report_ms")>();
   c.net_devices = info.get<info_key("net_devices")>();
   c.tls = info.get<info_key("tls")>();
   c.progress_spin_us = info.get<info_key("progress_spin_us")>();

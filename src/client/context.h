@@ -49,6 +49,7 @@ struct ContextConfig {
   int registry_connect_timeout_ms = 0;  // per address: connect and HELLO
   int registry_request_timeout_ms = 0;  // requests answered at once, unless timeout_ms is set
   int64_t stall_timeout_ms = 0;         // a source with no progress this long has failed
+  int64_t progress_report_ms = 0;       // a reader's progress goes to the registry this often at most
   std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
   std::string tls;                      // UCX_TLS
   int64_t progress_spin_us = 0;         // progress thread spin window after an event

@@ -69,13 +69,16 @@ struct TransferEnded {
   uint64_t held = 0;
   std::string error;
 };
+// The transfer started by BeginTransfer holds `held` checked bytes now (sent now and then while
+// it advances): told to the registry, whose lease_progress_timeout ends reads that make none.
+struct TransferProgressed { uint64_t transfer; uint64_t held; };
 struct OffloadOrdered { sched::MemberId member; int64_t version; };
 struct DiscardOrdered { sched::MemberId member; int64_t version; };
 struct HostCopyMade { int64_t version; bool ok; std::string descriptor; std::string error; };
 
 using MachineEvent = std::variant<OpOpen, OpPublish, OpReplicate, Prepared, PrepareFailed, OpUnpublish, OpClose,
                                   OpCancel, RegistryReply, RegistryNoReply, RegistryLost, RegistryBack, RegistryGone,
-                                  TransferEnded, OffloadOrdered, DiscardOrdered, HostCopyMade>;
+                                  TransferEnded, OffloadOrdered, DiscardOrdered, HostCopyMade, TransferProgressed>;
 
 // ---- actions (out) ----------------------------------------------------------------------
 
@@ -200,6 +203,7 @@ class MemberMachine {
   void on(const RegistryLost& e);
   void on(const RegistryBack& e);
   void on(const RegistryGone& e);
+  void on(const TransferProgressed& e);
   void on(const TransferEnded& e);
   void on(const OffloadOrdered& e);
   void on(const DiscardOrdered& e);

@@ -60,6 +60,8 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
     uint64_t need = 0;       // the bytes to copy out (compact segment, or copy mode's all)
     std::string error;
     int64_t unpack_us = 0;
+    // When the transfer's progress last went to the registry (progress thread only).
+    int64_t reported_at = 0;
   };
 
   // counters (any thread reads)
@@ -257,7 +259,17 @@ void Model::Core::act(const BeginTransfer& a) {
   Executor& copier = ctx.copier();
   Executor& engine = ctx.engine();
   const uint64_t transfer = a.transfer;
-  auto on_advance = [weak, d, &copier](uint64_t held) {
+  // The registry hears of our progress now and then (progress_report_ms): a read that makes
+  // none is ended there (lease_progress_timeout_ms), one that does is not.
+  const int64_t report_us = cfg.progress_report_ms * 1000;
+  d->reported_at = now_us();
+  auto on_advance = [weak, d, &copier, &engine, transfer, report_us](uint64_t held) {
+    if (const int64_t now = now_us(); now - d->reported_at >= report_us) {
+      d->reported_at = now;
+      engine.post([weak, transfer, held] {
+        if (auto self = weak.lock()) self->feed(TransferProgressed{transfer, held});
+      });
+    }
     if (held <= d->delivered.load(std::memory_order_relaxed)) return;
     copier.post([weak, d, held] {
       auto self = weak.lock();

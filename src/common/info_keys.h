@@ -99,6 +99,9 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "timeout_ms is 0 (0: none)"},
     {"stall_timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "10000", 10, info_keys_detail::kDay,
      "a source that makes no progress this long (ms) has failed"},
+    {"progress_report_ms", info_keys_detail::kCtx, InfoType::kInt, "2000", 10, info_keys_detail::kHour,
+     "a reader tells the registry its progress on a read at most this often (ms), when it made "
+     "some (the registry's lease_progress_timeout_ms ends reads that make none)"},
     {"net_devices", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,
      "UCX_NET_DEVICES (default: the NIC nearest to host memory, from hwloc)"},
     {"tls", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,
@@ -128,6 +131,10 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "for this long (ms) after its first open, the registry holds a replicate it would answer "
      "not found or version lost until a holder publishes (then answers it so): set on a backup "
      "registry, whose holders come back one by one after a failover (0: answered at once)"},
+    {"lease_progress_timeout_ms", info_keys_detail::kReg, InfoType::kInt, "60000", 0, info_keys_detail::kDay,
+     "a reader whose granted read reports no progress this long (ms) is dropped like a silent "
+     "client, its reads ended, so that a trainer's unpublish waits for it this long at most; "
+     "keep it above the readers' stall_timeout_ms (0: no bound)"},
     {"max_connections", info_keys_detail::kReg, InfoType::kInt, "8192", 1, 1 << 20,
      "connections the registry accepts in all; more are refused"},
     {"max_connections_per_host", info_keys_detail::kReg, InfoType::kInt, "1024", 1, 1 << 20,

@@ -22,7 +22,8 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 3: REPLICATE carries a round (the user's n-th replicate of the model handle), CANCEL a round and a
 // version (docs/sched.md "Transactions").
 // 4: after a handshake with a token every frame either way carries a MAC (src/registry/auth.h).
-constexpr uint16_t kProtocolVersion = 4;
+// 5: TRANSFER_PROGRESS, a reader's progress on a granted read (sched::Config::lease_progress_timeout).
+constexpr uint16_t kProtocolVersion = 5;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
@@ -60,6 +61,7 @@ enum class MsgType : uint16_t {
   kCancel = 12,       // THUB_Cancel of a member's deferred REPLICATE
   kInfo = 13,         // read-only: the registry's state as values, answered by SNAPSHOT
   kAuth = 14,         // the client's proof, answering CHALLENGE
+  kTransferProgress = 15,  // a reader's checked bytes of a granted read (lease_progress_timeout)
   kReply = 100,
   kOffload = 101,     // registry -> client: retention offload order
   kDiscard = 102,     // registry -> client: a retention copy may be freed

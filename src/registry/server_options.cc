@@ -17,6 +17,7 @@ ServerOptions ServerOptions::from_info(const InfoMap& info) {
   o.sched.max_readers_per_source = static_cast<int>(info.get<info_key("max_readers")>());
   o.sched.round_hold = info.get<info_key("round_hold_ms")>() * 1000;
   o.sched.takeover_grace = info.get<info_key("takeover_grace_ms")>() * 1000;
+  o.sched.lease_progress_timeout = info.get<info_key("lease_progress_timeout_ms")>() * 1000;
   o.max_connections = static_cast<int>(info.get<info_key("max_connections")>());
   o.max_connections_per_host = static_cast<int>(info.get<info_key("max_connections_per_host")>());
   o.hello_timeout_ms = static_cast<int>(info.get<info_key("hello_timeout_ms")>());

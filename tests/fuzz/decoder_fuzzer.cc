@@ -46,9 +46,10 @@ int64_t small_version(Rng& rng) {
 
 // A valid request of a random kind, with plausible values.
 sched::Event random_request(Rng& rng) {
-  switch (pick(rng, 10)) {
+  switch (pick(rng, 11)) {
     case 0: return sched::Heartbeat{0};
     case 9: return sched::Cancel{0, 0, pick(rng, 100)};
+    case 10: return sched::TransferProgress{0, 0, pick(rng, 100), pick(rng, 100), rng()};
     case 1: {
       int n = 1 + static_cast<int>(pick(rng, 4));
       return sched::Open{0, 0, random_text(rng, 12), random_text(rng, 8), static_cast<int>(pick(rng, n)), n,

@@ -86,6 +86,8 @@ Message request(const sched::Event& ev) {
           return {Shape::kOffloadDone, {u64(e.member), i64(e.version), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Cancel>) {
           return {Shape::kCancel, {u64(e.member), u64(e.round), i64(e.version)}};
+        } else if constexpr (std::is_same_v<T, sched::TransferProgress>) {
+          return {Shape::kTransferProgress, {u64(e.member), u64(e.lease), u64(e.bytes)}};
         } else {
           throw std::logic_error("not a client request");
         }
@@ -440,7 +442,7 @@ std::string mutate_frame(MsgType type, uint64_t req, const std::string& payload,
 MsgType any_type(Rng& rng) {
   // Every number of MsgType, then a few that no message has.
   static const uint16_t kTypes[] = {1,   2,   3,   4,   5,   6, 7,  8,  9,   10,  11,    12, 13,
-                                    14,  100, 101, 102, 103, 104, 105, 0, 15, 99, 106, 0xffff};
+                                    14,  15,  100, 101, 102, 103, 104, 105, 0, 16, 99, 106, 0xffff};
   return static_cast<MsgType>(kTypes[pick(rng, std::size(kTypes))]);
 }
 

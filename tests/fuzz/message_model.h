@@ -35,6 +35,7 @@ enum class Shape {
   kHello, kAuthField,  // AUTH, CHALLENGE and AUTH_OK: one 32-byte string
   kHeartbeat, kOpen, kClose, kPublish, kReplicate, kTransferDone, kSourceFailed, kUnpublish,
   kOffloadDone, kCancel, kDescribe, kInfo, kReply, kOrder, kSnapshot, kDescriptor,
+  kTransferProgress,
   kAddress, kRkey,  // the transport's worker address and packed rkey (src/transport/wire_format.h)
 };
 

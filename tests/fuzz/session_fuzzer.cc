@@ -131,6 +131,7 @@ struct Oracle {
           case MsgType::kUnpublish:
           case MsgType::kOffloadDone:
           case MsgType::kCancel:
+          case MsgType::kTransferProgress:
             (void)registry::decode_event(h.type, h.req, 1, payload);
             return;
           default:
@@ -485,9 +486,15 @@ struct SessionFuzzer::State {
     static const char* kModels[] = {"vm", "vm", "m0", "m1", "good-0"};
     // Mostly a request on what the session opened: the handlers' deeper paths (grants, busy
     // sources, drains, failures) need live ids.
-    switch (s.members.empty() && !chance(r, 5) ? 1 : pick(r, 15)) {
+    switch (s.members.empty() && !chance(r, 5) ? 1 : pick(r, 16)) {
       case 0: return sched::Heartbeat{0};
       case 14: return sched::Cancel{0, 0, member(s, r)};
+      case 15:
+        if (!s.leases.empty() && !chance(r, 4)) {
+          auto [m, l] = s.leases[pick(r, s.leases.size())];
+          return sched::TransferProgress{0, 0, m, l, chance(r, 2) ? r() % 100000 : interesting(r, Kind::kU64)};
+        }
+        return sched::TransferProgress{0, 0, member(s, r), pick(r, 64), r()};
       case 1:
       case 2: {
         int n = chance(r, 3) ? 1 + static_cast<int>(pick(r, 3)) : 1;
@@ -546,6 +553,7 @@ struct SessionFuzzer::State {
       case MsgType::kUnpublish:
       case MsgType::kOffloadDone:
       case MsgType::kCancel:
+      case MsgType::kTransferProgress:
         for (;;) {
           sched::Event ev = request(s, r);
           if (registry::type_of(ev) == t) return request_frame(s, t, registry::encode_event(ev));

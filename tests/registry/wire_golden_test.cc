@@ -116,6 +116,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("unpublish", ev(Unpublish{1, 2, 6}));
   add("offload_done", ev(OffloadDone{1, 2, 7, 8, "host"}));
   add("cancel", ev(sched::Cancel{1, 2, 10, 3, 4}));
+  add("transfer_progress", ev(TransferProgress{1, 2, 4, 5, 0x123456789}));
   Reply r{};
   r.status = Status::kVersionLost;
   r.detail = "gone";
@@ -247,7 +248,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
     std::string s;
     for (const Event& e : std::vector<Event>{Heartbeat{}, Open{}, sched::Close{}, Publish{}, Replicate{},
                                               TransferDone{}, SourceFailed{}, Unpublish{}, OffloadDone{},
-                                              sched::Cancel{}})
+                                              sched::Cancel{}, TransferProgress{}})
       s += std::to_string(static_cast<int>(type_of(e))) + ",";
     return s;
   });
@@ -271,7 +272,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // tests/registry/frame_mac_test.cc).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542040005004d0000000000000003000000616263"},
+     "54485542050005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -300,6 +301,8 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "0700000000000000080000000000000004000000686f7374"},
     {"cancel",
      "0a0000000000000003000000000000000400000000000000"},
+    {"transfer_progress",
+     "040000000000000005000000000000008967452301000000"},
     {"reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
      "0101"},
@@ -414,13 +417,13 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"err_encode_tick",
      "CodecError: this event is not a client request"},
     {"type_of",
-     "322c332c342c352c362c372c382c392c31302c31322c"},
+     "322c332c342c352c362c372c382c392c31302c31322c31352c"},
     {"names",
      "313d48454c4c4f2c323d4845415254424541542c333d4f50454e2c343d434c4f53452c353d5055424c4953482c363d524550"
      "4c49434154452c373d5452414e534645525f444f4e452c383d534f555243455f4641494c45442c393d554e5055424c495348"
      "2c31303d4f46464c4f41445f444f4e452c31313d44455343524942452c31323d43414e43454c2c31333d494e464f2c31343d"
-     "415554482c3130303d5245504c592c3130313d4f46464c4f41442c3130323d444953434152442c3130333d4348414c4c454e"
-     "47452c3130343d415554485f4f4b2c3130353d534e415053484f542c"},
+     "415554482c31353d5452414e534645525f50524f47524553532c3130303d5245504c592c3130313d4f46464c4f41442c3130"
+     "323d444953434152442c3130333d4348414c4c454e47452c3130343d415554485f4f4b2c3130353d534e415053484f542c"},
 
 };
 

@@ -20,7 +20,7 @@ Ns ms(double x) { return static_cast<Ns>(std::llround(x * 1e6)); }
 Ns us(double x) { return static_cast<Ns>(std::llround(x * 1e3)); }
 const char* const kEventNames[] = {"connect", "disconnect", "heartbeat", "tick", "open", "close",
                                    "publish", "replicate", "transfer_done", "source_failed",
-                                   "unpublish", "offload_done", "cancel"};
+                                   "unpublish", "offload_done", "cancel", "transfer_progress"};
 static_assert(sizeof(kEventNames) / sizeof(kEventNames[0]) == std::variant_size_v<sched::Event>);
 }  // namespace
 

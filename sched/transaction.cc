@@ -533,7 +533,8 @@ bool Core::expire_stalled_leases() {
   while (!progress_.empty() && now_ - progress_.begin()->first >= cfg_.lease_progress_timeout) {
     const LeaseId id = progress_.begin()->second;
     const ClientId c = leases_.at(id).reader_client;
-    out_.emplace_back(Drop{c});
+    out_.emplace_back(Drop{c, "made no progress on read " + std::to_string(id) + " for lease_progress_timeout (" +
+                                  std::to_string(cfg_.lease_progress_timeout / 1000) + " ms)"});
     remove_client(c);                      // its leases (this one among them) end now
     if (leases_.count(id)) end_lease(id);  // and so does this one, whatever else it was
     changed = true;

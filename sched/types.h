@@ -184,8 +184,9 @@ struct Offload {      // retention: before its unpublish completes, `member` mus
   MemberId member;
   Version version;
 };
-struct Drop {         // the registry removed this client (missed heartbeat); close its session
+struct Drop {         // the registry removed this client; close its session
   ClientId client;
+  std::string why = "missed its heartbeat deadline";
 };
 struct Discard {      // retention: `member` may free its host copy of `version` (no reader
   ClientId client;    // left, and the version fell out of the retained window)

@@ -479,7 +479,7 @@ void Server::Impl::apply(const sched::Event& ev) {
     } else if (auto* d = std::get_if<sched::Drop>(&a)) {
       auto it = conns.find(d->client);
       if (it != conns.end()) {
-        log("client " + std::to_string(d->client) + " missed its heartbeat deadline; dropped");
+        log("client " + std::to_string(d->client) + " " + d->why + "; dropped");
         it->second.closing = true;
       }
     }

@@ -440,6 +440,36 @@ TEST_F(MemberMachineTest, ResumeAtARegistryThatNeverHeardOfTheVersionIsALoss) {
   EXPECT_EQ(completed()->code, Code::kVersionLost) << completed()->detail;
 }
 
+// Issue 19: the transfer's progress goes to the registry that granted the read, with its
+// lease and the bytes held; not to a registry that took over (it knows no lease of ours),
+// and not once the transfer ended.
+TEST_F(MemberMachineTest, ProgressIsReportedToTheRegistryThatGrantedTheRead) {
+  open();
+  clear();
+  uint64_t op = next_op++;
+  step(OpReplicate{op, -1, false});
+  step(Prepared{op, 7, "fill", 1});
+  reply(sent<sched::Replicate>()->first, grant(4, 11));
+  uint64_t transfer = began();
+  ASSERT_NE(transfer, 0u);
+  clear();
+  step(TransferProgressed{transfer, 65536});
+  auto p = sent<sched::TransferProgress>();
+  ASSERT_TRUE(p) << "no progress report";
+  EXPECT_EQ(p->second.member, 1u);
+  EXPECT_EQ(p->second.lease, 11u);
+  EXPECT_EQ(p->second.bytes, 65536u);
+  clear();
+  reply(p->first, refusal(sched::Status::kState, "lease 11 is not active"));
+  EXPECT_FALSE(completed()) << "a refused report ended the transfer";
+  step(TransferProgressed{transfer + 1, 1});  // another transfer's
+  EXPECT_FALSE(sent<sched::TransferProgress>());
+  failover(1, 2);
+  clear();
+  step(TransferProgressed{transfer, 131072});
+  EXPECT_FALSE(sent<sched::TransferProgress>()) << "reported to a registry that did not grant the read";
+}
+
 // An update in place that lost the newer version during its transfer holds nothing any more
 // (its buffers were overwritten): asked again, it keeps newer_than h, and when nothing newer
 // than h is left the registry's NOT_UPDATED ends it with the loss; it does not claim to

@@ -40,6 +40,40 @@ bool Core::expire_orphans() {
   return changed;
 }
 
+// ---- lease progress (Config::lease_progress_timeout)
+
+void Core::on(const TransferProgress& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
+  auto it = leases_.find(e.lease);
+  if (it == leases_.end() || it->second.reader != m->id || it->second.orphan_until)
+    return reply_err(e.client, e.req, Status::kState,
+                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
+  Lease& l = it->second;
+  if (e.bytes > l.progress_bytes) {  // only more bytes are progress
+    progress_.erase({l.progress_at, l.id});
+    l.progress_at = now_;
+    l.progress_bytes = e.bytes;
+    progress_.insert({l.progress_at, l.id});
+  }
+  reply(make_reply(e.client, e.req));
+}
+
+bool Core::expire_stalled_leases() {
+  if (cfg_.lease_progress_timeout <= 0) return false;
+  bool changed = false;
+  while (!progress_.empty() && now_ - progress_.begin()->first >= cfg_.lease_progress_timeout) {
+    const LeaseId id = progress_.begin()->second;
+    const ClientId c = leases_.at(id).reader_client;
+    out_.emplace_back(Drop{c, "made no progress on read " + std::to_string(id) + " for lease_progress_timeout (" +
+                                  std::to_string(cfg_.lease_progress_timeout / 1000) + " ms)"});
+    remove_client(c);                      // its leases (this one among them) end now
+    if (leases_.count(id)) end_lease(id);  // and so does this one, whatever else it was
+    changed = true;
+  }
+  return changed;
+}
+
 bool Core::expire_grace() {
   if (grace_over_ || first_open_ < 0 || cfg_.takeover_grace <= 0 || in_takeover_grace()) return false;
   grace_over_ = true;

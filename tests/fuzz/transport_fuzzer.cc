@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "src/common/status.h"
+#include "src/registry/socket.h"
 #include "src/transport/socket_reads.h"
 #include "src/transport/wire_format.h"
 #include "tests/fuzz/alloc_guard.h"
@@ -144,33 +145,6 @@ std::string check_rkey(const std::string& in, bool* refused, size_t* largest) {
 }
 
 // ---- sockets -------------------------------------------------------------------------------
-
-int connect_loopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
 
 // Receives until `want` bytes came, the peer closed (EOF or reset) or the guard passed.
 // Returns 1: all came; 0: closed first; -1: the guard.
@@ -346,16 +320,18 @@ void ReadServerFuzzer::run(uint64_t sessions, Outcome* out) {
     out->inputs++;
     out->frames += requests;
     out->refused += refused;
-    int fd = connect_loopback(port);
-    if (fd < 0) {
-      finding("cannot connect to the read server");
+    int fd = -1;
+    try {
+      fd = registry::connect_tcp({"127.0.0.1", port}, kGuardMs).release();
+    } catch (const Error& e) {
+      finding(std::string("cannot connect to the read server: ") + e.what());
       continue;
     }
     // Written in random pieces, now and then a pause for the server to read a piece alone.
     bool sent = true;
     for (size_t p = 0; p < stream.size() && sent;) {
       size_t piece = std::min(stream.size() - p, 1 + static_cast<size_t>(pick(rng, chance(rng, 2) ? 40 : 2000)));
-      sent = send_all(fd, stream.data() + p, piece);
+      sent = registry::write_all(fd, stream.data() + p, piece);
       p += piece;
       if (chance(rng, 16)) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -423,22 +399,9 @@ void ReadServerFuzzer::run(uint64_t sessions, Outcome* out) {
 // ---- a ReadConnection against a hostile server -------------------------------------------------
 
 struct ReadClientFuzzer::State {
-  int listen_fd = -1;
   uint16_t port = 0;
-  State() {
-    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (listen_fd < 0 || ::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listen_fd, 16) != 0 || ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw Error(Code::kTransport, "read client fuzzer: cannot listen on loopback");
-    port = ntohs(a.sin_port);
-  }
-  ~State() {
-    if (listen_fd >= 0) ::close(listen_fd);
-  }
+  registry::Fd listener = registry::listen_tcp({"127.0.0.1", 0}, &port);
+  int listen_fd = listener.get();
 };
 
 ReadClientFuzzer::ReadClientFuzzer(uint64_t seed) : seed_(seed) {}

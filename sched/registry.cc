@@ -16,6 +16,8 @@ struct Registry::State {
 
 Registry::Registry(Config cfg) : s_(std::make_unique<State>(cfg)) {}
 Registry::~Registry() = default;
+Registry::Registry(Registry&&) noexcept = default;
+Registry& Registry::operator=(Registry&&) noexcept = default;
 std::vector<Action> Registry::step(const Event& ev, Time now) { return s_->core.step(ev, now); }
 std::string Registry::describe() const { return s_->core.describe(); }
 std::string Registry::check_invariants() const { return s_->core.check_invariants(); }

@@ -18,6 +18,8 @@ class Registry {
   ~Registry();
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
+  Registry(Registry&&) noexcept;
+  Registry& operator=(Registry&&) noexcept;  // a registry that stops leading starts afresh
 
   // Apply one event at time `now` (non-decreasing between calls) and return what to do.
   [[nodiscard]] std::vector<Action> step(const Event& ev, Time now);

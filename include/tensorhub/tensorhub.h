@@ -194,8 +194,9 @@ int THUB_Info_free(THUB_Info *info);
  * a key THUB_Init does not read is THUB_ERR_ARG, naming the nearest known key). The
  * registry's keys apply to the embedded registry, started when `registry` is unset:
  * <!-- BEGIN GENERATED info-keys:init c-comment (from src/common/info_keys.h) -->
- *  - `registry` (string, default unset): `host:port[,host:port...]`: the registry and its backups;
- *    unset: an embedded registry in this process
+ *  - `registry` (string, default unset): `host:port[,host:port...]`: the registry and its backups,
+ *    in order of preference; `etcd://host:port[,host:port]/prefix`: the registry that leads in
+ *    etcd; unset: an embedded registry in this process
  *  - `datacenter` (string, default `default`): a label; sources in the same datacenter are
  *    preferred
  *  - `auth_token` (string, default unset; registry): shared secret that clients prove to the
@@ -261,6 +262,16 @@ int THUB_Info_free(THUB_Info *info);
  *    granted read reports no progress this long (ms) is dropped like a silent client, its reads
  *    ended, so that a trainer's unpublish waits for it this long at most; keep it above the
  *    readers' stall_timeout_ms (0: no bound)
+ *  - `primary` (string, default unset; registry): `host:port` of the primary registry: this one is
+ *    its backup, which serves only while the primary does not answer (asked every primary_probe_ms)
+ *    and otherwise refuses clients, naming it
+ *  - `primary_probe_ms` (int, default `500`, 50..3600000; registry): how often (ms) a backup asks
+ *    its primary whether it answers (a whole handshake)
+ *  - `election` (string, default unset; registry): `etcd://host:port[,host:port]/prefix`: the
+ *    registry serves only while it holds PREFIX/leader in etcd (leader election; clients use
+ *    registry=etcd://... to follow the leader)
+ *  - `election_ttl_s` (int, default `5`, 2..3600; registry): the etcd lease's TTL (s): a leader
+ *    that cannot renew it stops serving within this, and a standby takes over after it
  *  - `max_connections` (int, default `8192`, 1..1048576; registry): connections the registry
  *    accepts in all; more are refused
  *  - `max_connections_per_host` (int, default `1024`, 1..1048576; registry): connections the

@@ -8,6 +8,7 @@
 #include "src/common/status.h"
 #include "src/registry/auth.h"
 #include "src/registry/connection.h"
+#include "src/registry/etcd.h"
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
 #include "src/transport/worker.h"
@@ -46,7 +47,12 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
                     : mode == "copy" ? TransferMode::kCopy
                     : mode == "tcp"  ? TransferMode::kTcp
                                      : TransferMode::kAuto;
-  if (!c.registry.empty()) (void)registry::parse_address_list(c.registry);  // validate early
+  // Validate early: a list of host:port, or etcd://host:port[,host:port]/prefix.
+  if (registry::is_etcd_spec(c.registry)) {
+    (void)registry::parse_etcd_target(c.registry);
+  } else if (!c.registry.empty()) {
+    (void)registry::parse_address_list(c.registry);
+  }
   // The embedded registry's keys (registry scope): read, hence checked, even when a
   // registry is given and none is started.
   c.embedded_registry = std::make_shared<const registry::ServerOptions>(registry::ServerOptions::from_info(info));
@@ -55,7 +61,11 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
 
 registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::string> addresses) const {
   registry::ConnectionOptions co;
-  co.addresses = std::move(addresses);
+  if (addresses.size() == 1 && registry::is_etcd_spec(addresses[0])) {
+    co.etcd = addresses[0];  // the registry that leads there
+  } else {
+    co.addresses = std::move(addresses);
+  }
   co.auth_token = auth_token;
   co.auth_mutual = auth_mutual;
   co.datacenter = datacenter;
@@ -74,6 +84,8 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
     server_ = std::make_unique<registry::Server>(*cfg_.embedded_registry);
     server_->start();
     addresses.push_back(server_->address());
+  } else if (registry::is_etcd_spec(cfg_.registry)) {
+    addresses.push_back(cfg_.registry);  // its endpoints are a list of their own
   } else {
     std::istringstream is(cfg_.registry);
     std::string a;

@@ -59,7 +59,9 @@ constexpr int64_t kTiB = int64_t{1} << 40;
 inline constexpr InfoKeySpec kInfoKeys[] = {
     // clang-format off
     {"registry", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,
-     "`host:port[,host:port...]`: the registry and its backups; unset: an embedded registry in this process"},
+     "`host:port[,host:port...]`: the registry and its backups, in order of preference; "
+     "`etcd://host:port[,host:port]/prefix`: the registry that leads in etcd; unset: an embedded registry in "
+     "this process"},
     {"datacenter", info_keys_detail::kCtx, InfoType::kString, "default", 0, 0,
      "a label; sources in the same datacenter are preferred"},
     {"auth_token", info_keys_detail::kCtx | info_keys_detail::kReg, InfoType::kString, "", 0, 0,
@@ -135,6 +137,17 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "a reader whose granted read reports no progress this long (ms) is dropped like a silent "
      "client, its reads ended, so that a trainer's unpublish waits for it this long at most; "
      "keep it above the readers' stall_timeout_ms (0: no bound)"},
+    {"primary", info_keys_detail::kReg, InfoType::kString, "", 0, 0,
+     "`host:port` of the primary registry: this one is its backup, which serves only while the "
+     "primary does not answer (asked every primary_probe_ms) and otherwise refuses clients, naming it"},
+    {"primary_probe_ms", info_keys_detail::kReg, InfoType::kInt, "500", 50, info_keys_detail::kHour,
+     "how often (ms) a backup asks its primary whether it answers (a whole handshake)"},
+    {"election", info_keys_detail::kReg, InfoType::kString, "", 0, 0,
+     "`etcd://host:port[,host:port]/prefix`: the registry serves only while it holds PREFIX/leader in "
+     "etcd (leader election; clients use registry=etcd://... to follow the leader)"},
+    {"election_ttl_s", info_keys_detail::kReg, InfoType::kInt, "5", 2, 3600,
+     "the etcd lease's TTL (s): a leader that cannot renew it stops serving within this, and a "
+     "standby takes over after it"},
     {"max_connections", info_keys_detail::kReg, InfoType::kInt, "8192", 1, 1 << 20,
      "connections the registry accepts in all; more are refused"},
     {"max_connections_per_host", info_keys_detail::kReg, InfoType::kInt, "1024", 1, 1 << 20,

@@ -13,6 +13,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "src/common/codec.h"
@@ -20,6 +21,7 @@
 #include "src/common/status.h"
 #include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
+#include "src/registry/etcd.h"
 #include "src/registry/protocol.h"
 #include "src/registry/socket.h"
 
@@ -69,6 +71,8 @@ struct Connection::Impl {
   std::atomic<int64_t> tx_progress_ms{0};  // when the registry last took a slice of a request
   FrameMac mac_tx;                       // under write_mu: seals what we send (a token)
   FrameMac mac_rx;                       // reader thread: opens what the registry sends
+  std::string redirect;                  // reader thread: a NOT_LEADER named this leader: try it first
+  std::unique_ptr<EtcdClient> etcd;      // registry=etcd://...: where the leader's address is read
 
   void connect_any(size_t last);  // last: the address just lost (tried last), or n
   void probe_loop();               // on a backup: is an earlier address answering again?
@@ -177,6 +181,16 @@ bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
 
 namespace {
 
+// A registry that does not lead (NOT_LEADER): why, and who does ("" unknown).
+class NotLeading : public Error {
+ public:
+  NotLeading(const std::string& address, const NotLeader& n)
+      : Error(Code::kRegistry, "registry " + address + " does not lead: " + n.detail +
+                                   (n.leader.empty() ? "" : "; the leader is " + n.leader)),
+        leader(n.leader) {}
+  std::string leader;
+};
+
 // One side of a handshake: a socket of our own and what came from it. The reader's own
 // connection and a probe of an earlier address (which runs beside it) each have one.
 struct HandshakeLink {
@@ -238,6 +252,7 @@ void handshake(const ConnectionOptions& opts, HandshakeLink& l, const std::strin
     if (r.status != sched::Status::kOk) return Error(Code::kRegistry, "registry " + a + ": " + r.detail);
     return Error(Code::kRegistry, "registry " + a + " answered " + what + " with an empty REPLY");
   };
+  if (h.type == MsgType::kNotLeader) throw NotLeading(a, decode_not_leader(payload));
   if (h.type == MsgType::kReply) {
     sched::Reply r = decode_reply(payload);
     if (r.status != sched::Status::kOk) throw refused("HELLO");
@@ -288,11 +303,27 @@ std::vector<size_t> preference(size_t n, size_t last) {
 
 }  // namespace
 
-// Tries every address once, in the order of preference; throws Error(kRegistry/kAuth).
+// Tries every address once, in the order of preference (a leader named by a NOT_LEADER
+// first); with etcd, the one that leads there. Throws Error(kRegistry/kAuth).
 void Connection::Impl::connect_any(size_t last) {
+  std::vector<std::string> targets = opts.addresses;
+  if (etcd) {
+    std::optional<std::string> leader = etcd->leader();  // throws kRegistry: etcd unreachable
+    if (!leader) throw Error(Code::kRegistry, "no registry leads in " + opts.etcd + " (none holds its leader key)");
+    targets = {*leader};
+    last = 1;
+  }
+  std::vector<size_t> order = preference(targets.size(), last);
   std::string errors;
-  for (size_t i : preference(opts.addresses.size(), last)) {
-    const auto& a = opts.addresses[i];
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (!redirect.empty()) {  // a registry that does not lead named the one that does
+      auto named = std::find_if(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                                [&](size_t i) { return targets[i] == redirect; });
+      if (named != order.end()) std::rotate(order.begin() + static_cast<std::ptrdiff_t>(k), named, named + 1);
+      redirect.clear();
+    }
+    const size_t i = order[k];
+    const auto& a = targets[i];
     try {
       int64_t started = steady_ms();
       Fd f = connect_tcp(parse_host_port(a), opts.connect_timeout_ms);
@@ -320,6 +351,9 @@ void Connection::Impl::connect_any(size_t last) {
         mac_rx = FrameMac(frame_key(opts.auth_token, t, false));
       }
       return;
+    } catch (const NotLeading& e) {
+      redirect = e.leader;
+      errors += std::string(errors.empty() ? "" : "; ") + e.what();
     } catch (const Error& e) {
       if (e.code() == Code::kAuth || e.code() == Code::kArg) throw;
       errors += std::string(errors.empty() ? "" : "; ") + e.what();
@@ -328,6 +362,22 @@ void Connection::Impl::connect_any(size_t last) {
     }
   }
   throw Error(Code::kRegistry, "no registry could be reached: " + errors);
+}
+
+bool registry_answers(const ConnectionOptions& opts, const std::string& a, int budget_ms, std::string* why) {
+  try {
+    const int64_t started = steady_ms();
+    Fd f = connect_tcp(parse_host_port(a), budget_ms);
+    ByteQueue q;
+    HandshakeLink l{f.get(), q};
+    handshake(opts, l, a, started + budget_ms, budget_ms);
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+  } catch (const CodecError& e) {
+    if (why) *why = a + ": " + e.what();
+  }
+  return false;
 }
 
 // While the connection is to a backup (not the list's first address), the earlier addresses
@@ -350,16 +400,9 @@ void Connection::Impl::probe_loop() {
       // A probe gets no longer than a heartbeat period to answer: a leader that slow is not
       // worth a failover, and the destructor waits for a probe under way.
       const int64_t budget = std::clamp<int64_t>(opts.probe_ms, 50, std::min(opts.connect_timeout_ms, 1000));
-      try {
-        const int64_t started = steady_ms();
-        Fd f = connect_tcp(parse_host_port(a), static_cast<int>(budget));
-        ByteQueue q;
-        HandshakeLink l{f.get(), q};
-        handshake(opts, l, a, started + budget, budget);
+      if (registry_answers(opts, a, static_cast<int>(budget))) {
         found = static_cast<int>(i);
         why = "registry " + a + ", earlier in the list, answers again: moving back to it";
-      } catch (const Error&) {
-      } catch (const CodecError&) {
       }
     }
     lk.lock();
@@ -463,6 +506,8 @@ void Connection::Impl::dispatch(const FrameHeader& h, std::string_view payload) 
       fn = order_fn;
     }
     if (fn) fn(o);
+  } else if (h.type == MsgType::kNotLeader) {
+    throw NotLeading(address, decode_not_leader(payload));
   }
   // HEARTBEAT (the registry's answer to ours): a sign of life, nothing more.
 }
@@ -486,6 +531,10 @@ bool Connection::Impl::serve() {
         in.consume(kHeaderBytes + h.length);
       }
       return true;
+    } catch (const NotLeading& e) {  // it stopped leading: to the one it names, if ours
+      redirect = e.leader;
+      lose(e.what());
+      return false;
     } catch (const CodecError& e) {
       lose("registry " + address + " sent a malformed message: " + std::string(e.what()));
       return false;
@@ -633,6 +682,9 @@ Connection::Connection(const ConnectionOptions& opts) : impl_(std::make_unique<I
   if (impl_->opts.heartbeat_ms <= 0) impl_->opts.heartbeat_ms = 1000;
   if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 5000;
   try {
+    if (!opts.etcd.empty()) {
+      impl_->etcd = std::make_unique<EtcdClient>(parse_etcd_target(opts.etcd), impl_->opts.connect_timeout_ms);
+    }
     impl_->connect_any(opts.addresses.size());
   } catch (...) {
     ::close(impl_->wake_fd);

@@ -24,6 +24,8 @@ namespace thub::registry {
 
 struct ConnectionOptions {
   std::vector<std::string> addresses;  // "host:port", tried in order
+  std::string etcd;                 // "etcd://host:port[,host:port]/prefix": instead of `addresses`, the
+                                    // registry that leads there, read before every connection attempt
   std::string auth_token;           // "": the client cannot answer a registry's CHALLENGE
   bool auth_mutual = true;          // with a token: the registry must prove it knows it too
   std::string datacenter = "default";
@@ -38,6 +40,12 @@ struct ConnectionOptions {
                                     // for this long: it is lost, as if it had closed (0: never)
   int request_timeout_ms = 30000;   // default deadline of requests answered at once (0: none)
 };
+
+// Whether a registry answers at `address` within `budget_ms`: a whole handshake (with opts'
+// token; a registry that does not lead does not answer). A backup asks its primary so, and a
+// client on a backup the earlier addresses. *why: otherwise, why not.
+bool registry_answers(const ConnectionOptions& opts, const std::string& address, int budget_ms,
+                      std::string* why = nullptr);
 
 // A registry-initiated order: retention offload (kOffload) or discard (kDiscard).
 struct Order {

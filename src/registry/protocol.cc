@@ -146,6 +146,8 @@ constexpr auto kSchema = std::make_tuple(
                                 field(&ChallengeMsg::nonce, Exact{kNonceBytes, "CHALLENGE's nonce"})),
     wire::message<AuthOkMsg>(order(MsgType::kAuthOk, "AUTH_OK"),
                              field(&AuthOkMsg::proof, Exact{kProofBytes, "AUTH_OK's proof"})),
+    wire::message<NotLeader>(order(MsgType::kNotLeader, "NOT_LEADER", kMaxNameBytes),
+                             field(&NotLeader::leader, Text{}), field(&NotLeader::detail, Text{})),
     wire::checked_message<Snapshot>(
         order(MsgType::kSnapshot, "SNAPSHOT", kMaxNameBytes), check_snapshot, field(&Snapshot::now, I64{}),
         field(&Snapshot::clients, U64{}), field(&Snapshot::members, U64{}), field(&Snapshot::leases, U64{}),
@@ -254,6 +256,9 @@ std::string encode_auth_ok(std::string_view proof) {
   return wire::encode(entry<AuthOkMsg>(), AuthOkMsg{std::string(proof)});
 }
 std::string decode_auth_ok(std::string_view payload) { return decode_as<AuthOkMsg>(payload).proof; }
+
+std::string encode_not_leader(const NotLeader& n) { return wire::encode(entry<NotLeader>(), n); }
+NotLeader decode_not_leader(std::string_view payload) { return decode_as<NotLeader>(payload); }
 
 MsgType type_of(const Event& ev) {
   return std::visit(

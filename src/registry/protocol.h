@@ -23,7 +23,9 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // version (docs/sched.md "Transactions").
 // 4: after a handshake with a token every frame either way carries a MAC (src/registry/auth.h).
 // 5: TRANSFER_PROGRESS, a reader's progress on a granted read (sched::Config::lease_progress_timeout).
-constexpr uint16_t kProtocolVersion = 5;
+// 6: NOT_LEADER, a registry that does not lead (a backup whose primary answers, or one that has no
+// etcd lease) answering HELLO, or telling its clients before it closes them (src/registry/leadership.h).
+constexpr uint16_t kProtocolVersion = 6;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
@@ -68,6 +70,7 @@ enum class MsgType : uint16_t {
   kChallenge = 103,   // registry -> client: its nonce; answers HELLO when it has a token
   kAuthOk = 104,      // registry -> client: its own proof; answers a correct AUTH
   kSnapshot = 105,    // registry -> client: the answer to INFO
+  kNotLeader = 106,   // registry -> client: it does not lead (who does, why); it closes the connection
 };
 
 // A request that decodes but asks the registry to store more than the limits above: refused
@@ -104,6 +107,15 @@ std::string encode_auth(std::string_view proof);
 std::string decode_auth(std::string_view payload);
 std::string encode_auth_ok(std::string_view proof);
 std::string decode_auth_ok(std::string_view payload);
+
+// NOT_LEADER: the registry that leads instead ("host:port"; "" when it does not know) and why
+// this one does not. Either text longer than kMaxNameBytes is malformed.
+struct NotLeader {
+  std::string leader;
+  std::string detail;
+};
+std::string encode_not_leader(const NotLeader& n);
+NotLeader decode_not_leader(std::string_view payload);
 
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).

@@ -69,11 +69,19 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   fcntl(impl_->listener.get(), F_SETFL, fcntl(impl_->listener.get(), F_GETFL) | O_NONBLOCK);
   impl_->address = advertised_host(hp.host) + ":" + std::to_string(port);
   if (pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(Code::kNoMemory, "pipe2 failed");
+  // Before the first client: whether this registry leads is known once this returns.
+  impl_->leadership = start_leadership(opts, impl_->address);
+  if (impl_->leadership) {
+    impl_->leading = impl_->leadership->leading(steady_ms());
+    impl_->counters.leading = impl_->published.leading = impl_->leading;
+    impl_->log(impl_->leadership->describe());
+  }
 }
 
 Server::~Server() {
   stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->leadership.reset();  // an elected leader resigns now: a standby need not wait out the lease
   ::close(impl_->wake[0]);
   ::close(impl_->wake[1]);
 }
@@ -142,6 +150,7 @@ void Server::Impl::turn() {
     while (::read(wake[0], buf, sizeof buf) > 0) {
     }
   }
+  check_leadership();
   if (n > 0 && accepting && (fds[0].revents & POLLIN)) accept_some();
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = conns.find(ids[i]);
@@ -155,6 +164,40 @@ void Server::Impl::turn() {
     }
   }
   sweep();
+}
+
+// A registry that stops leading tells every client who leads instead (NOT_LEADER) and closes
+// it; what it knew goes with them (a fresh sched state), so that if it leads again later it
+// starts as a registry that takes over does. While it does not lead, HELLO is answered so.
+// Checked before any frame of the turn is handled: a registry resumed after a stop longer
+// than its lease serves nothing it read meanwhile.
+void Server::Impl::check_leadership() {
+  if (!leadership) return;
+  const bool now_leading = leadership->leading(now_ms);
+  if (now_leading == leading) return;
+  leading = now_leading;
+  counters.leading = leading;
+  ++counters.leadership_changes;
+  // Always logged (rare, and what an operator looks for first).
+  std::fprintf(stderr, "tensorhub-registry: %s: %s\n", leading ? "leading" : "stopped leading",
+               leadership->describe().c_str());
+  if (leading) return;
+  for (auto& [id, c] : conns) {
+    if (c.phase == Phase::kReady) {
+      c.phase = Phase::kHello;  // so that its drop does not reach the fresh state
+      apply(sched::Disconnect{id});
+    }
+  }
+  for (auto& [id, c] : conns) send_not_leader(id, c, 0);
+  reg = sched::Registry(opts.sched);
+}
+
+void Server::Impl::send_not_leader(sched::ClientId id, Conn& c, uint64_t req) {
+  const NotLeader n = leadership->elsewhere();
+  queue(id, "NOT_LEADER", [&] { return encode_frame(MsgType::kNotLeader, req, encode_not_leader(n)); });
+  c.closing = true;
+  c.more = false;
+  c.in.clear();
 }
 
 void Server::Impl::accept_some() {
@@ -411,6 +454,7 @@ void Server::Impl::handle_frame(sched::ClientId id, Conn& c, const FrameHeader& 
 void Server::Impl::on_hello(sched::ClientId id, Conn& c, const FrameHeader& h, std::string_view payload) {
   if (c.phase != Phase::kHello) return reject(id, c, h.req, sched::Status::kState, "frame", "HELLO sent twice");
   Hello hello = decode_hello(payload);
+  if (!leading) return send_not_leader(id, c, h.req);
   c.datacenter = std::move(hello.datacenter);  // as sent: the proofs cover it
   if (opts.auth_token.empty()) {
     admit(id, c);
@@ -589,7 +633,8 @@ std::string Server::Impl::describe_server() const {
   return "server: connections " + std::to_string(s.connections) + " (before hello " + std::to_string(s.before_hello) +
          ", paused " + std::to_string(s.paused) + "), input " + std::to_string(s.input_bytes) + " B, output " +
          std::to_string(s.output_bytes) + " B, refusals " + std::to_string(s.refusals) + ", accept pauses " +
-         std::to_string(s.accept_pauses) + ", internal errors " + std::to_string(s.internal_errors) + "\n";
+         std::to_string(s.accept_pauses) + ", internal errors " + std::to_string(s.internal_errors) + "\n" +
+         (leadership ? "leadership: " + leadership->describe() + "\n" : "");
 }
 
 }  // namespace thub::registry

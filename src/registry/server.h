@@ -51,6 +51,15 @@ struct ServerOptions {
   // pauses accepting for this long instead of retrying at once.
   int accept_pause_ms = 100;
 
+  // One registry leads at a time (src/registry/leadership.h). `primary` ("host:port"): this
+  // registry is a backup that serves only while the primary does not answer (asked every
+  // primary_probe_ms). `election` ("etcd://host:port[,host:port]/prefix"): it serves only while
+  // it holds the prefix's leader key in etcd, under a lease of election_ttl_s. Neither: it leads.
+  std::string primary;
+  int primary_probe_ms = 500;
+  std::string election;
+  int election_ttl_s = 5;
+
   // The registry's info keys (registry scope in src/common/info_keys.h: THUB_Init's for the
   // embedded registry, tensorhub-registry's flags); the rest keep the defaults above, which
   // match the table's (tests/registry/server_options_test.cc). Throws Error(kArg).
@@ -70,6 +79,8 @@ struct ServerStats {
   uint64_t accept_pauses = 0;      // accept() failed for lack of descriptors or memory
   uint64_t frames = 0;             // frames handled
   uint64_t internal_errors = 0;    // bugs caught (an exception in the loop, the state machine, a reply): should stay 0
+  bool leading = true;             // serving clients (src/registry/leadership.h)
+  uint64_t leadership_changes = 0; // how often it started or stopped leading
 };
 
 class Server {

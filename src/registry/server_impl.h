@@ -14,6 +14,7 @@
 #include "sched/registry.h"
 #include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
+#include "src/registry/leadership.h"
 #include "src/registry/protocol.h"
 #include "src/registry/refusal_log.h"
 #include "src/registry/server.h"
@@ -60,6 +61,8 @@ struct Server::Impl {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t now_ms = 0;               // the loop's clock (steady, ms), read once per turn
   int64_t accept_paused_until_ms = 0;
+  std::unique_ptr<Leadership> leadership;  // nullptr: leads alone
+  bool leading = true;              // as of this turn
   RefusalLog refusals;
   ServerStats counters;             // this thread's running counts
   mutable std::mutex stats_mu;
@@ -72,6 +75,8 @@ struct Server::Impl {
   void serve();
   void turn();
   void accept_some();
+  void check_leadership();  // once per turn: tells and closes every client when it stops leading
+  void send_not_leader(sched::ClientId id, Conn& c, uint64_t req);
   void refuse_connection(int fd, const std::string& host, const std::string& why);
   void serve_conn(sched::ClientId id, Conn& c, short revents);
   [[nodiscard]] bool paused(const Conn& c) const { return c.out.size() > opts.output_pause_bytes; }

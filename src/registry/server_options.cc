@@ -2,6 +2,7 @@
 // and the daemon (tensorhub-registry turns its flags into the same keys).
 #include "src/common/info.h"
 #include "src/registry/auth.h"
+#include "src/registry/etcd.h"
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
 
@@ -27,6 +28,12 @@ ServerOptions ServerOptions::from_info(const InfoMap& info) {
   o.sched.max_descriptor_bytes_per_client =
       static_cast<uint64_t>(info.get<info_key("max_descriptor_bytes_per_client")>());
   o.sched.max_descriptor_bytes = static_cast<uint64_t>(info.get<info_key("max_descriptor_bytes")>());
+  o.primary = info.get<info_key("primary")>();
+  if (!o.primary.empty()) (void)parse_host_port(o.primary);
+  o.primary_probe_ms = static_cast<int>(info.get<info_key("primary_probe_ms")>());
+  o.election = info.get<info_key("election")>();
+  if (!o.election.empty()) (void)parse_etcd_target(o.election);
+  o.election_ttl_s = static_cast<int>(info.get<info_key("election_ttl_s")>());
   return o;
 }
 

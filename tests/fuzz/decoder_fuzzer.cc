@@ -86,7 +86,7 @@ struct Case {
   std::string bytes;
 };
 
-enum Target { kHeader, kEvent, kHello, kSecret, kReply, kOrder, kDescriptor, kInfo, kSnapshot, kTargets };
+enum Target { kHeader, kEvent, kHello, kSecret, kReply, kOrder, kDescriptor, kInfo, kSnapshot, kNotLeader, kTargets };
 
 Message seed_for(int target, Rng& rng, MsgType* type) {
   switch (target) {
@@ -106,6 +106,7 @@ Message seed_for(int target, Rng& rng, MsgType* type) {
     case kReply: return reply(random_reply(rng));
     case kOrder: return order(pick(rng, 100), small_version(rng));
     case kDescriptor: return descriptor(rng);
+    case kNotLeader: return not_leader({random_text(rng, 24), random_text(rng, 40)});
     default: return describe();
   }
 }
@@ -207,6 +208,14 @@ std::string check(const Case& c, bool* refused) {
         if (registry::encode_order(m, v) != c.bytes) return "decode_order ignored bytes";
         return "";
       }
+      case kNotLeader: {
+        registry::NotLeader n = registry::decode_not_leader(c.bytes);
+        if (n.leader.size() > registry::kMaxNameBytes || n.detail.size() > registry::kMaxNameBytes) {
+          return "decode_not_leader accepted a text beyond its bound";
+        }
+        if (registry::encode_not_leader(n) != c.bytes) return "decode_not_leader ignored bytes";
+        return "";
+      }
       case kDescriptor: {
         client::Descriptor d = client::decode_descriptor(c.bytes);
         std::string again = client::encode_descriptor(d);
@@ -236,7 +245,7 @@ std::string check(const Case& c, bool* refused) {
 
 const char* target_name(int t) {
   static const char* kNames[] = {"header", "event",      "hello", "auth-field", "reply",
-                                 "order",  "descriptor", "info",  "snapshot"};
+                                 "order",  "descriptor", "info",  "snapshot", "not-leader"};
   return t >= 0 && t < kTargets ? kNames[t] : "?";
 }
 

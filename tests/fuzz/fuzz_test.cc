@@ -49,6 +49,7 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
   EXPECT_EQ(serialize(secret_field(nonce)), registry::encode_auth(nonce));
   EXPECT_EQ(serialize(secret_field(nonce)), registry::encode_auth_ok(nonce));
   EXPECT_EQ(serialize(info(77)), registry::encode_info_request(77));
+  EXPECT_EQ(serialize(not_leader({"h:1", "why"})), registry::encode_not_leader({"h:1", "why"}));
   const sched::Event events[] = {
       sched::Heartbeat{0},
       sched::Open{0, 0, "m", "r", 1, 2, 3, true},

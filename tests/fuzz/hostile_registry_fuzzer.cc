@@ -117,7 +117,10 @@ void stand_in(int listener, Rng r, Script* s) {
   std::string right_proof;
   std::string out;
   registry::FrameMac seal;  // on after a right, unmutated AUTH_OK
-  switch (pick(r, 8)) {
+  switch (pick(r, 9)) {
+    case 8:  // "I do not lead" in place of a welcome: the client must not stay
+      out = maybe_mutated(MsgType::kNotLeader, not_leader({"127.0.0.1:1", "not leading"}), r);
+      break;
     case 0:
     case 1: {  // no token: "welcome"
       sched::Reply ok{};
@@ -168,6 +171,12 @@ void stand_in(int listener, Rng r, Script* s) {
       Message m = snapshot(random_snapshot(r));
       out += sealed(seal, chance(r, 3) ? frame(MsgType::kSnapshot, pick(r, 4), mutate(m, m, r))
                                        : frame(MsgType::kSnapshot, pick(r, 4), serialize(m)));
+      continue;
+    }
+    if (chance(r, 8)) {  // "I do not lead": the client must leave (and may try the leader named)
+      Message m = not_leader({chance(r, 2) ? "127.0.0.1:1" : "", "a fuzzer"});
+      out += sealed(seal, chance(r, 3) ? frame(MsgType::kNotLeader, 0, mutate(m, m, r))
+                                       : frame(MsgType::kNotLeader, 0, serialize(m)));
       continue;
     }
     Message m = chance(r, 2) ? order(pick(r, 5), static_cast<int64_t>(pick(r, 3))) : reply(sched::Reply{});

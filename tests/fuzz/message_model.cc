@@ -102,6 +102,7 @@ Message reply(const sched::Reply& r) {
 }
 
 Message order(uint64_t member, int64_t version) { return {Shape::kOrder, {u64(member), i64(version)}}; }
+Message not_leader(const registry::NotLeader& n) { return {Shape::kNotLeader, {str(n.leader), str(n.detail)}}; }
 
 Message snapshot(const sched::Snapshot& s) {
   auto u32i = [](int v) { return u32(static_cast<uint32_t>(v)); };

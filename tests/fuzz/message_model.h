@@ -35,7 +35,7 @@ enum class Shape {
   kHello, kAuthField,  // AUTH, CHALLENGE and AUTH_OK: one 32-byte string
   kHeartbeat, kOpen, kClose, kPublish, kReplicate, kTransferDone, kSourceFailed, kUnpublish,
   kOffloadDone, kCancel, kDescribe, kInfo, kReply, kOrder, kSnapshot, kDescriptor,
-  kTransferProgress,
+  kTransferProgress, kNotLeader,
   kAddress, kRkey,  // the transport's worker address and packed rkey (src/transport/wire_format.h)
 };
 
@@ -54,6 +54,7 @@ Message describe();
 Message info(uint32_t max_entries);
 Message reply(const sched::Reply& r);
 Message order(uint64_t member, int64_t version);
+Message not_leader(const registry::NotLeader& n);
 Message snapshot(const sched::Snapshot& s);
 // A consistent snapshot (indices in range, shards and states valid) of a few models.
 sched::Snapshot random_snapshot(Rng& rng);

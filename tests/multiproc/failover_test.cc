@@ -102,6 +102,42 @@ TEST(FailoverTest, NoRegistryLeftIsRegistryError) {
   EXPECT_EQ(status_of(r), -6) << r;
 }
 
+// Issue 19 item 3a, the registry's half: a backup started with --primary refuses clients while
+// its primary answers and sends its own clients there when the primary is back, so that a
+// process whose list starts at the backup (it does not probe: the backup is its first
+// address) still ends where the others are. Through a primary crash and its restart.
+TEST(FailoverTest, AReaderWhoseListStartsAtTheBackupIsSentToThePrimary) {
+  auto primary = std::make_unique<Registry>();
+  const std::string pa = primary->address;
+  Registry backup{"127.0.0.1:0", {"--primary", pa, "--primary-probe-ms", "200"}};
+  std::map<std::string, std::string> tenv = {{"TENSORHUB_REGISTRY", pa + "," + backup.address},
+                                             {"TENSORHUB_HEARTBEAT_MS", "100"}};
+  std::map<std::string, std::string> renv = {{"TENSORHUB_REGISTRY", backup.address + "," + pa},
+                                             {"TENSORHUB_HEARTBEAT_MS", "100"}};
+  PeerProcess trainer(tenv), reader(renv);
+  ASSERT_NO_FATAL_FAILURE(trainer_publishes_one(trainer, reader, 71));
+  std::string r = reader.cmd("replicate latest");  // at the primary: the backup refused it
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(word(r, 2), "1");
+
+  primary->proc->kill_now();  // both go to the backup, which now serves
+  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 1; }));
+  ASSERT_TRUE(ok(trainer.cmd("unpublish")));
+  ASSERT_TRUE(ok(trainer.cmd("fill 72")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 2")));
+  std::string seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "2", &seen)) << seen;
+
+  primary = std::make_unique<Registry>(pa);  // back at its address: the backup sends everyone there
+  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 2; }));
+  ASSERT_TRUE(ok(trainer.cmd("unpublish")));
+  ASSERT_TRUE(ok(trainer.cmd("fill 73")));
+  ASSERT_TRUE(ok(trainer.cmd("publish 3")));
+  seen.clear();
+  ASSERT_TRUE(until_version(reader, "update latest", "3", &seen)) << "the reader stayed at the backup: " << seen;
+  EXPECT_TRUE(ok(reader.cmd("check 73")));
+}
+
 // Issue 19 item 4, failover that completes: after the primary dies, a reader that reaches the
 // backup before its trainer does is served once the trainer publishes there, not told "not
 // found" (the backup runs with takeover_grace_ms). The trainer is stopped while the primary

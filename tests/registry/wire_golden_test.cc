@@ -133,6 +133,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("reply_cut_tiny", [longr] { return encode_reply(longr, 5); });
   add("order", [] { return encode_order(3, -2); });
   add("info", [] { return encode_info_request(17); });
+  add("not_leader", [] { return encode_not_leader(NotLeader{"10.0.0.1:7070", "a backup"}); });
   add("snapshot", [] { return encode_snapshot(sample_snapshot()); });
   add("snapshot_cut", [] { return encode_snapshot(sample_snapshot(), 250); });
   // Decoding round trips (re-encoded, so that every field is compared).
@@ -212,6 +213,12 @@ std::vector<std::pair<std::string, std::string>> cases() {
     return std::string();
   });
   add("err_info_short", [] { return std::to_string(decode_info_request("ab")); });
+  add("err_not_leader_trailing", [] {
+    return decode_not_leader(encode_not_leader(NotLeader{"a:1", "b"}) + "x").leader;
+  });
+  add("err_not_leader_long", [] {
+    return decode_not_leader(encode_not_leader(NotLeader{std::string(kMaxNameBytes + 1, 'a'), "b"})).leader;
+  });
   add("err_snapshot_count", [] {
     std::string p = encode_snapshot(sample_snapshot());
     p[65] = static_cast<char>(0xff);  // the models' count
@@ -269,10 +276,11 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // protocol version 3 changed the frame's version and added REPLICATE's last field (u64 round)
 // and CANCEL's last two (u64 round, i64 version); protocol version 4 changed the frame's version
 // only (the MAC after an authenticated handshake is a trailer the codec does not see:
-// tests/registry/frame_mac_test.cc).
+// tests/registry/frame_mac_test.cc); 5 added TRANSFER_PROGRESS; 6 changed the frame's version and
+// added NOT_LEADER.
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542050005004d0000000000000003000000616263"},
+     "54485542060005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -316,6 +324,8 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "0300000000000000feffffffffffffff"},
     {"info",
      "11000000"},
+    {"not_leader",
+     "0d00000031302e302e302e313a373037300800000061206261636b7570"},
     {"snapshot",
      "e803000000000000020000000000000003000000000000000100000000000000010000000000000001000000000000000200"
      "0000000000000100000000000000000100000003000000706f6c010000000200000000000000020000000000000001000000"
@@ -400,6 +410,10 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "CodecError: truncated input: need 8 bytes at offset 0, have 3"},
     {"err_info_short",
      "CodecError: truncated input: need 4 bytes at offset 0, have 2"},
+    {"err_not_leader_trailing",
+     "CodecError: 1 trailing bytes"},
+    {"err_not_leader_long",
+     "CodecError: string of 4097 bytes exceeds the limit"},
     {"err_snapshot_count",
      "CodecError: count 255 exceeds what the input can hold"},
     {"err_snapshot_index",
@@ -423,7 +437,8 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "4c49434154452c373d5452414e534645525f444f4e452c383d534f555243455f4641494c45442c393d554e5055424c495348"
      "2c31303d4f46464c4f41445f444f4e452c31313d44455343524942452c31323d43414e43454c2c31333d494e464f2c31343d"
      "415554482c31353d5452414e534645525f50524f47524553532c3130303d5245504c592c3130313d4f46464c4f41442c3130"
-     "323d444953434152442c3130333d4348414c4c454e47452c3130343d415554485f4f4b2c3130353d534e415053484f542c"},
+     "323d444953434152442c3130333d4348414c4c454e47452c3130343d415554485f4f4b2c3130353d534e415053484f542c31"
+     "30363d4e4f545f4c45414445522c"},
 
 };
 

@@ -8,7 +8,7 @@ shift || true
 
 pkgs=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev hwloc libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev iproute2 gfortran python3 python3-numpy python3-torch
-      doxygen)
+      doxygen nlohmann-json3-dev etcd-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,6 +34,7 @@ void nap(double s) {
 }
 
 std::vector<std::string> split(const std::string& list) {
+  if (list.rfind("etcd://", 0) == 0) return {list};  // the leader there (its endpoints are a list of their own)
   std::vector<std::string> out;
   std::istringstream is(list);
   std::string a;

@@ -245,7 +245,8 @@ EtcdClient::Campaign EtcdClient::campaign(const std::string& value, int64_t leas
       {"failure", json::array({{{"request_range", {{"key", key}}}}})}};
   json j = parse(post("/v3/kv/txn", txn.dump()), "a campaign");
   Campaign c;
-  c.won = j.value("succeeded", false);
+  auto succeeded = j.find("succeeded");  // absent when false; anything but a boolean is no win
+  c.won = succeeded != j.end() && succeeded->is_boolean() && succeeded->get<bool>();
   if (c.won) {
     c.leader = value;
     return c;

@@ -150,8 +150,9 @@ class EtcdElection final : public Leadership {
       std::lock_guard<std::mutex> lk(mu_);
       leader_ = leader;
       error_.clear();
-    } catch (const Error& e) {
-      // The deadline stands: leadership lapses by itself if etcd stays away.
+    } catch (const std::exception& e) {
+      // The deadline stands: leadership lapses by itself if etcd stays away (or answers
+      // something this does not read: nothing etcd sends may end the registry).
       std::lock_guard<std::mutex> lk(mu_);
       error_ = e.what();
     }

@@ -241,7 +241,7 @@ int THUB_Info_free(THUB_Info *info);
  *  - `compaction_threshold` (size, default `64K`, 0..1T): tensors below it travel packed into one
  *    buffer (0: never); part of the layout: every replica of a model must use the same
  *  - `transfer_mode` (auto|direct|copy|tcp, default `auto`): zero-copy gets, a registered staging
- *    copy, or UCX's tcp transport only
+ *    copy, or TCP only
  *  - `registry_listen` (string, default unset; registry): `host:port` the registry listens on (port
  *    0: any free one; `0.0.0.0:port` for every interface); unset: the embedded registry's
  *    advertised address, port 0; tensorhub-registry requires it

@@ -57,7 +57,8 @@ struct ContextConfig {
   std::string topology_xml;             // a recorded hwloc topology for NIC choice ("" : this machine)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;
   // direct: zero-copy gets of the tensors; copy: staged through registered host memory;
-  // tcp: direct over UCX's tcp transport only (UCX_TLS=tcp,self unless tls/UCX_TLS is set).
+  // tcp: direct over TCP only (UCX_TLS=tcp,self unless tls/UCX_TLS is set): every peer is read
+  // over the transport's socket reads, and UCX keeps only its self transport (worker.cc).
   enum class TransferMode { kAuto, kDirect, kCopy, kTcp };
   TransferMode transfer_mode = TransferMode::kAuto;
   // The embedded registry's settings (the registry's keys), used when `registry` is empty.

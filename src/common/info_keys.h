@@ -114,7 +114,7 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "tensors below it travel packed into one buffer (0: never); part of the layout: "
      "every replica of a model must use the same"},
     {"transfer_mode", info_keys_detail::kCtx, InfoType::kChoice, "auto", 0, 0,
-     "zero-copy gets, a registered staging copy, or UCX's tcp transport only", "auto|direct|copy|tcp"},
+     "zero-copy gets, a registered staging copy, or TCP only", "auto|direct|copy|tcp"},
     {"registry_listen", info_keys_detail::kReg, InfoType::kString, "", 0, 0,
      "`host:port` the registry listens on (port 0: any free one; `0.0.0.0:port` for every interface); "
      "unset: the embedded registry's advertised address, port 0; tensorhub-registry requires it", "", "--listen"},

@@ -53,6 +53,29 @@ constexpr int kWorkerCreateAttempts = 5;
 
 // True when this machine has an RDMA device UCX can use: then UCX's own transports carry
 // reads to other hosts, one-sided and zero-copy, and sockets are not used.
+// The items of a UCX_TLS list ("" for none).
+std::vector<std::string> tls_items(const std::string& tls) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (!tls.empty()) {
+    size_t comma = tls.find(',', start);
+    out.push_back(tls.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// True when the list names tcp and self only: every transport detects a failed peer.
+bool only_tcp_and_self(const std::string& tls) {
+  auto items = tls_items(tls);
+  if (items.empty()) return false;
+  for (const auto& t : items) {
+    if (t != "tcp" && t != "self") return false;
+  }
+  return true;
+}
+
 bool rdma_present() {
   uct_component_h* comps = nullptr;
   unsigned n = 0;
@@ -70,6 +93,23 @@ bool rdma_present() {
 }
 }  // namespace
 
+std::string tls_without_tcp(const std::string& tls) {
+  auto items = tls_items(tls);
+  if (items.empty() || items == std::vector<std::string>{"all"}) return "^tcp";
+  if (items[0].size() > 1 && items[0][0] == '^') {  // a list of what to leave out: add tcp to it
+    for (const auto& t : items) {
+      if (t == "tcp" || t == "^tcp") return tls;
+    }
+    return tls + ",tcp";
+  }
+  std::string out;
+  for (const auto& t : items) {
+    if (t == "tcp" || t.empty()) continue;
+    if (t == "all") return "^tcp";
+    out += (out.empty() ? "" : ",") + t;
+  }
+  return out.empty() ? "self" : out;
+}
 
 namespace {
 struct GetOp {
@@ -112,11 +152,29 @@ void Worker::Impl::init() {
   if (!opts.net_devices.empty() && !std::getenv("UCX_NET_DEVICES")) {
     ucp_config_modify(config, "NET_DEVICES", opts.net_devices.c_str());
   }
-  if (!opts.tls.empty() && !std::getenv("UCX_TLS")) {
-    st = ucp_config_modify(config, "TLS", opts.tls.c_str());
+  const char* tls_env = std::getenv("UCX_TLS");
+  const std::string tls_asked = tls_env ? tls_env : opts.tls;
+  local_failure_detected = only_tcp_and_self(tls_asked);
+  process_reads = process_reads_wanted(tls_asked);
+  {
+    const char* pr = std::getenv("THUB_PROCESS_READS");
+    mapped_over_ucx = !(pr && std::string(pr) == "all");
+  }
+  // THUB_SOCKET_READS=0 keeps peers that need failure handling on UCX's tcp transport (to
+  // compare the two paths; docs/faults.md). Otherwise, without an RDMA device, sockets carry
+  // those reads, and UCX's tcp transport is left out of this worker altogether: UCX 1.13
+  // serves a get over tcp in software, from whatever address the request names, so any peer
+  // holding one of our rkeys could read all of this process's memory (docs/security.md). Every
+  // process then must agree: a peer that kept tcp and serves no socket reads cannot be read
+  // from here (a clear error at the first read), nor read us over UCX.
+  const char* sr = std::getenv("THUB_SOCKET_READS");
+  serve_sockets = !(sr && std::string(sr) == "0") && (local_failure_detected || !rdma_present());
+  tls_in_use = serve_sockets ? tls_without_tcp(tls_asked) : tls_asked;
+  if (!tls_in_use.empty() && (!tls_env || tls_in_use != tls_env)) {
+    st = ucp_config_modify(config, "TLS", tls_in_use.c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
-      throw Error(Code::kTransport, "UCX_TLS=" + opts.tls + ": " + status_text(st));
+      throw Error(Code::kTransport, "UCX_TLS=" + tls_in_use + ": " + status_text(st));
     }
   }
   // Bulk reads over TCP: UCX 1.13 serves a get over TCP as active messages of at most one
@@ -125,27 +183,11 @@ void Worker::Impl::init() {
   // chain of 8 at 1 Gbit/s finished 5-10 % sooner). The environment still wins.
   // (The transport's own prefix must be left out here: "TCP_TX_SEG_SIZE" is refused.)
   for (const char* key : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
+    if (serve_sockets) break;  // no tcp in this worker (below): UCX would warn of unused settings
     if (!std::getenv((std::string("UCX_TCP_") + key).c_str())) {
       st = ucp_config_modify(config, key, "64K");
       if (st != UCS_OK) std::fprintf(stderr, "tensorhub: warning: UCX TCP_%s not set: %s\n", key, status_text(st).c_str());
     }
-  }
-  {
-    const char* env = std::getenv("UCX_TLS");
-    std::string tls = env ? env : opts.tls;
-    bool all = !tls.empty();
-    size_t start = 0;
-    while (all && start <= tls.size()) {
-      size_t comma = tls.find(',', start);
-      std::string t = tls.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      all = t == "tcp" || t == "self";
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    local_failure_detected = all;
-    process_reads = process_reads_wanted(tls);
-    const char* pr = std::getenv("THUB_PROCESS_READS");
-    mapped_over_ucx = !(pr && std::string(pr) == "all");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -182,12 +224,7 @@ void Worker::Impl::init() {
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_worker_get_address: " + status_text(st));
   address.assign(reinterpret_cast<const char*>(a), alen);
   ucp_worker_release_address(worker, a);
-  // THUB_SOCKET_READS=0 keeps such peers on UCX's tcp transport (to compare the two paths;
-  // docs/faults.md); both sides must agree only loosely: a peer without a ReadServer is read
-  // over UCX.
-  const char* sr = std::getenv("THUB_SOCKET_READS");
-  const bool socket_reads = !(sr && std::string(sr) == "0");
-  if (socket_reads && (local_failure_detected || !rdma_present())) {
+  if (serve_sockets) {
     const char* env = std::getenv("UCX_NET_DEVICES");
     server = std::make_unique<ReadServer>(local_ipv4(env ? env : opts.net_devices));
   }
@@ -825,8 +862,9 @@ std::string Worker::describe() const {
         std::fprintf(f, " %u.%u.%u.%u", b[0], b[1], b[2], b[3]);
       }
       std::fprintf(f, "\n");
+      std::fprintf(f, "# UCX transports: %s (tcp left out: sockets serve other hosts)\n", impl_->tls_in_use.c_str());
     } else {
-      std::fprintf(f, "# reads from peers with failure handling: UCX (an RDMA device is present)\n");
+      std::fprintf(f, "# reads from peers with failure handling: UCX (an RDMA device is present, or THUB_SOCKET_READS=0)\n");
     }
     std::fprintf(f, "# reads from peers on this host: %s\n",
                  impl_->process_reads ? "process_vm_readv where the kernel allows it (else UCX)"

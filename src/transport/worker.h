@@ -16,6 +16,12 @@ struct WorkerOptions {
   int64_t spin_us = 20;     // progress thread: spin this long after the last event, then sleep
 };
 
+// The UCX_TLS list a worker uses when sockets serve reads to other hosts: `tls` (the list
+// asked for, "" = UCX chooses) without UCX's tcp transport, which serves gets in software from
+// any address a peer names ("" or "all" -> "^tcp", "^sm" -> "^sm,tcp", "tcp,sm" -> "sm",
+// "tcp" -> "self").
+std::string tls_without_tcp(const std::string& tls);
+
 class MemoryRegion;
 class Peer;
 class RemoteKey;

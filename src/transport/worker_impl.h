@@ -71,6 +71,8 @@ struct Worker::Impl {
   std::list<std::pair<RkeyKey, std::shared_ptr<RemoteKey>>> rkeys;
   std::map<RkeyKey, decltype(rkeys)::iterator> rkey_index;
   void forget_rkeys(const Peer* p);
+  bool serve_sockets = false;  // sockets carry reads from peers with failure handling; UCX has no tcp
+  std::string tls_in_use;      // the UCX_TLS list the context was made with ("" = UCX chooses)
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   // Reads from peers that need failure handling go over sockets (socket_reads.h): UCX would
   // carry them over its tcp transport (no RDMA device, or UCX_TLS allows only tcp).

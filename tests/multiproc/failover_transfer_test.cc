@@ -37,6 +37,11 @@ namespace {
 const std::string kShard = "16777216,16777216,0,4096";
 // The stopped sources stay registered at both registries for the whole test.
 const std::vector<std::string> kPatient = {"--heartbeat-timeout-ms", "600000"};
+// The second registry takes over as a backup does: for 30 s after its first open a request it
+// would answer "not found" or "version lost" waits for a holder to come back and re-publish
+// (Config::takeover_grace), so that the order in which the fleet re-opens there does not
+// decide a reader's outcome.
+const std::vector<std::string> kBackup = {"--heartbeat-timeout-ms", "600000", "--takeover-grace-ms", "30000"};
 // The reader: slow (one 4 KiB get at a time), in the trainer's datacenter (the chooser then
 // prefers the trainer over the other holder), and patient with a stopped source.
 const std::string kReader = "datacenter=a chunk_size=4096 max_inflight=1 stall_timeout_ms=120000";
@@ -55,7 +60,7 @@ struct Daemon {
 
 // Two registries, the first one the clients' registry until it is killed.
 struct Registries {
-  Daemon first{kPatient}, second{kPatient};
+  Daemon first{kPatient}, second{kBackup};
   std::string list() const { return first.address + "," + second.address; }
 };
 
@@ -285,11 +290,10 @@ TEST(FailoverTransferTest, SourceDiesWhileTheReaderHasNoRegistryAndTheReaderResu
 // version before the other holder h has re-published there (h is stopped meanwhile; a fleet that
 // fails over at once gives either order). h is left and comes back: the reader must complete
 // from it, not fail because the new registry has not heard of the version yet.
-// Disabled: the open finding of docs/sched.md ("a resume at a registry that just took over"):
-// asked before the other holder re-published there, the version is unknown to the new
-// registry ("never published") or has no holder yet, and the resume is refused although a
-// holder is coming back. Run with --gtest_also_run_disabled_tests.
-TEST(FailoverTransferTest, DISABLED_ReaderAsksTheNextRegistryBeforeTheOtherHolderRepublishedThere) {
+// Asked before the other holder re-published there, the version is unknown to the new
+// registry or has no holder yet: the second registry's takeover grace holds the resume until h
+// comes back (without it, the resume was refused although a holder was coming back).
+TEST(FailoverTransferTest, ReaderAsksTheNextRegistryBeforeTheOtherHolderRepublishedThere) {
   Scene c;
   ASSERT_NO_FATAL_FAILURE(c.start(517, true));
   ContinueAtExit guard;
@@ -382,11 +386,10 @@ TEST(FailoverTransferTest, TwoShardsCompleteWithTheSameVersionWhenOneSourceDiesA
 // source dies while the reader has no registry and shard 0 asks the second registry before the
 // other holder h re-published there; shard 1's source goes on. Both shards must end with version
 // 1, byte-exact (the same outcome on every shard, issue 18).
-// Disabled: the open finding of docs/sched.md ("a resume at a registry that just took over"):
-// asked before the other holder re-published there, the version is unknown to the new
-// registry ("never published") or has no holder yet, and the resume is refused although a
-// holder is coming back. Run with --gtest_also_run_disabled_tests.
-TEST(FailoverTransferTest, DISABLED_TwoShardsCompleteWhenOneAsksTheNextRegistryBeforeTheOtherHolderRepublished) {
+// Asked before the other holder re-published there, the version is unknown to the new
+// registry or has no holder yet: the second registry's takeover grace holds the resume until h
+// comes back (without it, the resume was refused although a holder was coming back).
+TEST(FailoverTransferTest, TwoShardsCompleteWhenOneAsksTheNextRegistryBeforeTheOtherHolderRepublished) {
   Registries regs;
   ASSERT_FALSE(regs.first.address.empty());
   ASSERT_FALSE(regs.second.address.empty());

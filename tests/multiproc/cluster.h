@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <map>
@@ -73,6 +74,24 @@ bool wait_for_stat(PeerProcess& p, const std::string& key, Pred pred, int limit_
   while (std::chrono::steady_clock::now() < deadline) {
     std::string r = p.cmd("stat " + key);
     if (ok(r) && pred(std::stoll(word(r, 1)))) return true;
+  }
+  return false;
+}
+
+inline int64_t ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Asks `line` until the reply's version (third word) is `want`, at most `limit_s`; every
+// other answer is kept, in order, for the failure message.
+inline bool until_version(PeerProcess& p, const std::string& line, const std::string& want, std::string* seen,
+                          int limit_s = 30) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (ms_since(t0) < limit_s * 1000) {
+    std::string r = p.cmd(line);
+    if (ok(r) && word(r, 2) == want) return true;
+    if (seen->size() < 2000) *seen += "[" + r + "] ";
+    ::poll(nullptr, 0, 100);
   }
   return false;
 }

@@ -52,24 +52,6 @@ class ElectionFailoverTest : public ::testing::Test {
   std::unique_ptr<Candidate> first, second;  // the first leads: it campaigned first
 };
 
-int64_t ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
-}
-
-// Asks `line` until the reply's version (third word) is `want`, at most `limit_s`; the other
-// answers, in order, in *seen.
-bool answers_version(PeerProcess& p, const std::string& line, const std::string& want, std::string* seen,
-                     int limit_s = 30) {
-  auto t0 = std::chrono::steady_clock::now();
-  while (ms_since(t0) < limit_s * 1000) {
-    std::string r = p.cmd(line);
-    if (ok(r) && word(r, 2) == want) return true;
-    if (seen->size() < 2000) *seen += "[" + r + "] ";
-    ::poll(nullptr, 0, 100);
-  }
-  return false;
-}
-
 void open_policy(PeerProcess& p, const std::string& replica) {
   ASSERT_TRUE(ok(p.cmd("init")));
   ASSERT_TRUE(ok(p.cmd("open policy " + replica + " 0 1")));
@@ -101,7 +83,7 @@ TEST_F(ElectionFailoverTest, TheLeaderDiesAndReplicationContinuesAtTheNext) {
   EXPECT_TRUE(ok(late.cmd("check 61")));
   ASSERT_NO_FATAL_FAILURE(publish(trainer, 2));
   std::string seen;
-  ASSERT_TRUE(answers_version(reader, "update latest", "2", &seen)) << seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "2", &seen)) << seen;
   EXPECT_TRUE(ok(reader.cmd("check 62")));
   std::cout << "[ election ] the trainer had re-published at the new leader " << took
             << " ms after the leader was killed\n";
@@ -118,7 +100,7 @@ TEST_F(ElectionFailoverTest, APausedReaderSeesNewVersionsWhenItResumes) {
   ASSERT_NO_FATAL_FAILURE(publish(trainer, 2));
   reader.signal(SIGCONT);
   std::string seen;
-  ASSERT_TRUE(answers_version(reader, "update latest", "2", &seen)) << "the resumed reader answered " << seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "2", &seen)) << "the resumed reader answered " << seen;
   EXPECT_TRUE(ok(reader.cmd("check 62")));
   std::cout << "[ election, paused reader ] before version 2: " << (seen.empty() ? "nothing" : seen) << "\n";
 }
@@ -156,7 +138,7 @@ TEST_F(ElectionFailoverTest, AStoppedLeaderNeverServesItsOldViewWhenItResumes) {
   ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 1; }, 30));
   ASSERT_NO_FATAL_FAILURE(publish(trainer, 2));
   std::string seen;
-  ASSERT_TRUE(answers_version(reader, "update latest", "2", &seen)) << seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "2", &seen)) << seen;
   first->proc->signal(SIGCONT);
   // A new reader asks after the old leader is back: it is served by the leader, version 2.
   PeerProcess late(env());
@@ -167,7 +149,7 @@ TEST_F(ElectionFailoverTest, AStoppedLeaderNeverServesItsOldViewWhenItResumes) {
   EXPECT_TRUE(ok(late.cmd("check 62")));
   ASSERT_NO_FATAL_FAILURE(publish(trainer, 3));
   seen.clear();
-  ASSERT_TRUE(answers_version(reader, "update latest", "3", &seen)) << seen;
+  ASSERT_TRUE(until_version(reader, "update latest", "3", &seen)) << seen;
   EXPECT_TRUE(ok(reader.cmd("check 63")));
   std::cout << "[ election, stopped leader ] the reader before version 3: " << (seen.empty() ? "nothing" : seen)
             << "\n";

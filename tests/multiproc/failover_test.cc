@@ -24,24 +24,6 @@ struct Registry {
   }
 };
 
-int64_t ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
-}
-
-// Asks `line` until the reply's version (third word) is `want`, at most `limit_s`; every
-// other answer is kept, in order, for the failure message.
-bool until_version(PeerProcess& p, const std::string& line, const std::string& want, std::string* seen,
-                   int limit_s = 30) {
-  auto t0 = std::chrono::steady_clock::now();
-  while (ms_since(t0) < limit_s * 1000) {
-    std::string r = p.cmd(line);
-    if (ok(r) && word(r, 2) == want) return true;
-    if (seen->size() < 2000) *seen += "[" + r + "] ";
-    ::poll(nullptr, 0, 100);
-  }
-  return false;
-}
-
 // A trainer holding version 1 (filled with `fill`) and a reader with the same tensors, both
 // open as model policy.
 void trainer_publishes_one(PeerProcess& trainer, PeerProcess& reader, int fill) {

@@ -51,8 +51,6 @@ constexpr auto kBusySpin = std::chrono::milliseconds(5);
 // How many times a context and worker are made while an interface vanishes between the two.
 constexpr int kWorkerCreateAttempts = 5;
 
-// True when this machine has an RDMA device UCX can use: then UCX's own transports carry
-// reads to other hosts, one-sided and zero-copy, and sockets are not used.
 // The items of a UCX_TLS list ("" for none).
 std::vector<std::string> tls_items(const std::string& tls) {
   std::vector<std::string> out;
@@ -76,6 +74,8 @@ bool only_tcp_and_self(const std::string& tls) {
   return true;
 }
 
+// True when this machine has an RDMA device UCX can use: then UCX's own transports carry
+// reads to other hosts, one-sided and zero-copy, and sockets are not used.
 bool rdma_present() {
   uct_component_h* comps = nullptr;
   unsigned n = 0;
@@ -183,7 +183,7 @@ void Worker::Impl::init() {
   // chain of 8 at 1 Gbit/s finished 5-10 % sooner). The environment still wins.
   // (The transport's own prefix must be left out here: "TCP_TX_SEG_SIZE" is refused.)
   for (const char* key : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
-    if (serve_sockets) break;  // no tcp in this worker (below): UCX would warn of unused settings
+    if (serve_sockets) break;  // no tcp in this worker (above): UCX would warn of unused settings
     if (!std::getenv((std::string("UCX_TCP_") + key).c_str())) {
       st = ucp_config_modify(config, key, "64K");
       if (st != UCS_OK) std::fprintf(stderr, "tensorhub: warning: UCX TCP_%s not set: %s\n", key, status_text(st).c_str());

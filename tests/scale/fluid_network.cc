@@ -112,6 +112,7 @@ void FluidNetwork::recompute(Ns now) {
   for (auto& [id, f] : flows_) {
     f.pos = std::min(pos_at(f, now), nodes_[f.dst].total);
     f.t0 = now;
+    f.prev_rate = f.rate;
     f.ix = fl.size();
     fl.push_back(&f);
   }
@@ -210,14 +211,8 @@ void FluidNetwork::recompute(Ns now) {
     used.erase(std::remove_if(used.begin(), used.end(), [&](int r) { return cnt_[r] == 0; }), used.end());
   }
   for (int r : used) cnt_[r] = 0;
-  for (auto& [id, f] : flows_) {
-    if (f.rate > 0) {
-      f.stalled_since = -1;
-    } else if (f.stalled_since < 0) {
-      f.stalled_since = now;
-      newly_stalled_.push_back(id);
-    }
-  }
+  for (auto& [id, f] : flows_)
+    if (f.rate != f.prev_rate) rate_changed_.push_back(id);
 }
 
 std::optional<Ns> FluidNetwork::compute_due(Ns now) const {

@@ -51,11 +51,9 @@ class FluidNetwork {
   // dirty so that flows whose mode changed at `now` get their new rates.
   [[nodiscard]] std::vector<FlowId> completed(Ns now);
 
-  // A flow at rate 0 moves no byte, and the reader sees neither a chunk land nor its source's
-  // counter move: since when (-1: it moves). Flows stalled by the last settle() that were
-  // moving before are handed out once (the client's stall watchdog starts then).
-  [[nodiscard]] Ns stalled_since(FlowId f) const { return flows_.at(f).stalled_since; }
-  [[nodiscard]] std::vector<FlowId> take_newly_stalled() { return std::move(newly_stalled_); }
+  // Flows whose rate the last settle() changed (started ones included), handed out once: the
+  // times at which their bytes reach a given position moved.
+  [[nodiscard]] std::vector<FlowId> take_rate_changed() { return std::move(rate_changed_); }
 
   [[nodiscard]] uint64_t recomputes() const { return recomputes_; }
 
@@ -70,7 +68,7 @@ class FluidNetwork {
     double rate = 0;     // bytes per ns
     double gap = 0;
     Mode mode = Mode::kBehind;
-    Ns stalled_since = -1;
+    double prev_rate = -1;  // before the recompute running
   };
   struct Node {
     double total = 0;
@@ -93,7 +91,7 @@ class FluidNetwork {
   std::map<FlowId, Flow> flows_;
   std::map<int, std::vector<FlowId>> readers_;  // src node -> flows reading it (ids ascending)
   FlowId next_flow_ = 1;
-  std::vector<FlowId> newly_stalled_;
+  std::vector<FlowId> rate_changed_;
   std::vector<double> rem_;  // recompute()'s scratch, per resource
   std::vector<int> cnt_;
   std::vector<char> full_;

@@ -1,7 +1,7 @@
 // Carrying out a MemberMachine's actions in the at-scale world, as src/client/model.cc does
-// with UCX: descriptors name the member and the fill they promise, a transfer is a flow of
-// the fluid network that starts one data round trip after the grant, and its end (or its
-// source's death, or a change of the source's fill) comes back as TransferEnded.
+// with UCX: descriptors name the member and the fill it promises, a transfer is run by the
+// real transfer machine (transfer_driver.cc) one data round trip after the grant, and what
+// its source's counter shows (fill and bytes) is what the members' own machines made it show.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -50,7 +50,9 @@ void World::act(int mi, const client::MachineAction& action) {
           // Publish: the trainer's buffers hold the whole shard (no staging behind publish).
           [&](const client::PrepareHolding& a) {
             m.fill = next_fill_++;
+            m.shown = static_cast<uint64_t>(shard_bytes_);
             net_.set_held(m.node, shard_bytes_);
+            source_changed(mi);
             feed(mi, client::Prepared{a.op, kLayout, descriptor(mi, m.fill), m.fill});
           },
           [&](const client::PrepareFill& a) {
@@ -59,18 +61,17 @@ void World::act(int mi, const client::MachineAction& action) {
           },
           // Readers of what we held see the counter change at their next read.
           [&](const client::InvalidateHolding&) {
-            if (m.flow) {
-              flow_member_.erase(m.flow);
-              (void)net_.stop_flow(m.flow, now_);
-              m.flow = 0;
-            }
-            fail_readers(mi, topo_.data_rtt(m.place.dc, m.place.dc));
+            drop_transfer(mi);
             m.fill = 0;
+            m.shown = 0;
             net_.set_held(m.node, 0);
+            source_changed(mi);
           },
           [&](const client::BeginFill& a) {
             m.fill = a.fill;
+            m.shown = 0;
             net_.set_held(m.node, 0);
+            source_changed(mi);
           },
           [&](const client::BeginTransfer& a) { begin_transfer(mi, a); },
           [&](const client::MakeHostCopy&) { fail("retention offload is not modelled here"); },
@@ -87,9 +88,29 @@ void World::begin_transfer(int mi, const client::BeginTransfer& a) {
   if (!parse(a.source_descriptor, &src, &src_fill) || src < 0 || src >= static_cast<int>(members_.size()))
     return fail("a grant with a descriptor this simulation did not make: " + a.source_descriptor);
   if (a.version != 1) return fail("granted version " + std::to_string(a.version));
-  const SimMember& s = *members_[static_cast<size_t>(src)];
-  m.transfer = a.transfer;
-  m.source = src;
+  if (m.x) return fail("member " + std::to_string(mi) + ": a transfer began while another fills the buffers");
+  SimMember& s = *members_[static_cast<size_t>(src)];
+  auto x = std::make_unique<SimTransfer>();
+  x->id = a.transfer;
+  x->serial = next_serial_++;
+  x->src = src;
+  x->src_fill = src_fill;
+  // As src/client/model.cc and transfer.cc plan it, in machine_chunk_bytes (scale_config.h). The
+  // sources publish without checksums (their flag word reads 0): the block only rounds the
+  // resume point down, as the real one does to its 1 MiB.
+  client::TransferPlan plan;
+  plan.total = static_cast<uint64_t>(shard_bytes_);
+  plan.block = plan.chunk_size = static_cast<uint64_t>(cfg_.machine_chunk_bytes);
+  plan.start = a.start;
+  plan.epoch = src_fill;
+  plan.partial = plan.may_lag = a.source_partial;
+  plan.max_inflight = cfg_.max_inflight;
+  plan.vouch_bytes = 1;  // vouch for every chunk that lands (the real one: every 1 MiB)
+  plan.stall_timeout_us = static_cast<int64_t>(std::llround(cfg_.stall_timeout_ms * 1000));
+  x->m = std::make_unique<client::TransferMachine>(std::move(plan));
+  const uint64_t serial = x->serial;
+  m.x = std::move(x);
+  s.readers.insert(mi);
   m.chunk = a.source_partial ? cfg_.pipeline_chunk_bytes : cfg_.chunk_bytes;
   m.depth = s.depth + 1;
   if (t0_ >= 0) readers_granted_[src]++;
@@ -102,60 +123,38 @@ void World::begin_transfer(int mi, const client::BeginTransfer& a) {
   hash(0x7a000000u + static_cast<uint64_t>(mi));
   hash(static_cast<uint64_t>(src));
   // The first counter read or get reaches the source one round trip later.
-  const uint64_t t = a.transfer, start = a.start;
-  at(now_ + topo_.data_rtt(s.place.dc, m.place.dc), [this, mi, t, src, src_fill, start] {
-    activate(mi, t, src, src_fill, start);
-  });
+  at(now_ + topo_.data_rtt(s.place.dc, m.place.dc), [this, mi, serial] { activate(mi, serial); });
 }
 
-void World::activate(int mi, uint64_t transfer, int src, uint32_t src_fill, uint64_t start) {
-  SimMember& m = *members_[static_cast<size_t>(mi)];
-  if (!m.alive || m.transfer != transfer) return;
-  const SimMember& s = *members_[static_cast<size_t>(src)];
-  if (!s.alive) {
-    // Gets to a dead peer: an error soon (killed) or a stall (silent), minus the trip made.
-    const Ns detect = cfg_.silent_deaths ? static_cast<Ns>(cfg_.stall_timeout_ms * 1e6)
-                                         : static_cast<Ns>(cfg_.detect_kill_ms * 1e6);
-    return fail_transfer(mi, detect, start);
-  }
-  if (s.fill != src_fill) return fail_transfer(mi, 0, start);  // its counter shows another fill
-  // How far behind its source a reader that caught up stays: the source's counter moves a
-  // chunk at a time, and it is read one round trip late.
-  const double gap = (net_.fill_of(s.node) ? s.chunk : 0) +
-                     static_cast<double>(topo_.data_rtt(s.place.dc, m.place.dc)) * topo_.member_rate();
-  m.flow = net_.start_flow(s.node, m.node, static_cast<double>(start), gap, topo_.route(s.place, m.place), now_);
-  flow_member_[m.flow] = mi;
+// The counter of `src` changed (fill or bytes): its readers' machines may see it.
+void World::source_changed(int src) {
+  for (int r : members_[static_cast<size_t>(src)]->readers) note_change(r);
 }
 
-void World::fail_transfer(int mi, Ns after, uint64_t held) {
-  SimMember& m = *members_[static_cast<size_t>(mi)];
-  const uint64_t t = m.transfer;
-  at(now_ + after, [this, mi, t, held] {
-    SimMember& r = *members_[static_cast<size_t>(mi)];
-    if (!r.alive || r.transfer != t) return;
-    hash(0xfa000000u + static_cast<uint64_t>(mi));
-    if (cfg_.trace)
-      std::fprintf(stderr, "t=%.6f source of member %d (replica %d) failed; holds %llu\n",
-                   static_cast<double>(now_) * 1e-9, mi, r.replica, static_cast<unsigned long long>(held));
-    feed(mi, client::TransferEnded{t, Code::kTransport, true, held, "source failed"});
-  });
-}
-
-// The readers of member `src` lose it: their flows stop now; each keeps the chunks it has
-// whole and learns of the failure `after` from now.
-void World::fail_readers(int src, Ns after) {
-  for (FlowId f : net_.readers_of(members_[static_cast<size_t>(src)]->node)) {
-    const int ri = flow_member_.at(f);
-    SimMember& r = *members_[static_cast<size_t>(ri)];
-    flow_member_.erase(f);
-    const double pos = net_.stop_flow(f, now_);
-    const double held = std::floor(pos / r.chunk) * r.chunk;
-    net_.set_held(r.node, held);
-    r.flow = 0;
-    fail_transfer(ri, after, static_cast<uint64_t>(held));
+// Member `src` is killed or vanishes: the bytes its readers were moving stop now. Their
+// machines learn it from their reads: they fail detect_kill_ms after a kill (the kernel closes
+// the connections), and never come back from a host that vanished (the machines' stall
+// watchdogs give up).
+void World::source_died(int src) {
+  SimMember& s = *members_[static_cast<size_t>(src)];
+  s.died = now_;
+  for (int r : s.readers) {
+    SimMember& rm = *members_[static_cast<size_t>(r)];
+    if (rm.flow) {
+      flow_member_.erase(rm.flow);
+      (void)net_.stop_flow(rm.flow, now_);
+      rm.flow = 0;
+    }
+    if (!cfg_.silent_deaths) {
+      rm.x->failing = true;
+      rm.x->fails_at = now_ + static_cast<Ns>(std::llround(cfg_.detect_kill_ms * 1e6));
+    }
+    note_change(r);
   }
 }
 
+// Flows whose bytes have all moved: the member holds the whole shard (its machine lands its
+// last reads and finishes).
 void World::network_due() {
   for (FlowId f : net_.completed(now_)) {
     const int mi = flow_member_.at(f);
@@ -164,37 +163,14 @@ void World::network_due() {
     (void)net_.stop_flow(f, now_);
     net_.set_held(m.node, shard_bytes_);
     m.flow = 0;
-    hash(0xd0000000u + static_cast<uint64_t>(mi));
-    hash(static_cast<uint64_t>(now_));
-    feed(mi, client::TransferEnded{m.transfer, Code::kSuccess, false, static_cast<uint64_t>(shard_bytes_), ""});
+    note_change(mi);
   }
-}
-
-// The client's stall watchdog (src/client/transfer.cc, Job::check_stall): a transfer that
-// sees no chunk land and its source's counter not move for stall_timeout_ms reports its
-// source failed, whether the source is dead, or alive and waiting itself (a chain stalled
-// upstream), or behind the reader (a regrant to a source with less than the reader holds).
-void World::watch_stall(FlowId f) {
-  const Ns since = net_.stalled_since(f);
-  at(since + static_cast<Ns>(cfg_.stall_timeout_ms * 1e6), [this, f, since] {
-    if (!net_.has_flow(f) || net_.stalled_since(f) != since) return;
-    const int ri = flow_member_.at(f);
-    SimMember& r = *members_[static_cast<size_t>(ri)];
-    flow_member_.erase(f);
-    const double held = std::floor(net_.stop_flow(f, now_) / r.chunk) * r.chunk;
-    net_.set_held(r.node, held);
-    r.flow = 0;
-    res_.stall_timeouts++;
-    hash(0x57a11000u + static_cast<uint64_t>(ri));
-    feed(ri, client::TransferEnded{r.transfer, Code::kTransport, true, static_cast<uint64_t>(held),
-                                   "source made no progress for stall_timeout_ms"});
-  });
 }
 
 void World::settle_network() {
   if (!net_.dirty()) return;
   net_.settle(now_);
-  for (FlowId f : net_.take_newly_stalled()) watch_stall(f);
+  for (FlowId f : net_.take_rate_changed()) schedule(flow_member_.at(f));
   const uint64_t gen = ++net_gen_;
   if (auto due = net_.next_due()) at(*due, [this, gen] {
       if (gen == net_gen_) network_due();

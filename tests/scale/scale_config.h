@@ -39,6 +39,11 @@ struct ScaleConfig {
   // ---- the client (info keys of the same names)
   double chunk_bytes = 4 << 20;          // chunk_size: the unit read from a complete source
   double pipeline_chunk_bytes = 256 << 10;  // pipeline_chunk_size: from a partial source
+  // (These two set the fluid network's pipeline gap: the real reads, moved as a fluid. The
+  // transfer machine itself reads in machine_chunk_bytes, far coarser, so that a fan-out of
+  // terabytes stays a few events per member per chunk: its chunk_size and integrity block.)
+  double machine_chunk_bytes = 1 << 30;
+  int max_inflight = 16;                 // max_inflight
   double heartbeat_ms = 1000;            // heartbeat_ms
   double stall_timeout_ms = 10000;       // stall_timeout_ms: a silent source is noticed after it
 

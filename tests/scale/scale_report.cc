@@ -68,7 +68,9 @@ std::string to_json(const ScaleConfig& c, const ScaleResult& r) {
   o << "},\"requests_total\":" << total_requests(r) << ",\"replies\":" << r.replies
     << ",\"heartbeats\":" << r.heartbeats << ",\"registry_events\":" << r.registry_events
     << ",\"registry_busy_s\":" << num(r.registry_busy_s) << ",\"net_recomputes\":" << r.net_recomputes
-    << ",\"sim_events\":" << r.sim_events << ",\"trace_hash\":\"" << std::hex << r.trace_hash << std::dec << "\"}";
+    << ",\"sim_events\":" << r.sim_events << ",\"machine_chunk_bytes\":" << num(c.machine_chunk_bytes)
+    << ",\"machine_gets\":" << r.machine_gets << ",\"machine_counter_reads\":" << r.machine_counter_reads
+    << ",\"trace_hash\":\"" << std::hex << r.trace_hash << std::dec << "\"}";
   return o.str();
 }
 
@@ -98,6 +100,8 @@ std::string to_text(const ScaleConfig& c, const ScaleResult& r) {
   }
   o << "), " << r.replies << " replies, " << r.heartbeats << " heartbeats; " << r.registry_events
     << " events stepped, busy " << num(r.registry_busy_s) << " s (modelled)\n";
+  o << "  transfer machines (chunk " << num(c.machine_chunk_bytes) << " B): " << r.machine_gets << " gets, "
+    << r.machine_counter_reads << " counter reads\n";
   o << "  simulation: " << r.sim_events << " events, " << r.net_recomputes << " rate recomputations, trace "
     << std::hex << r.trace_hash << std::dec << "\n";
   return o.str();

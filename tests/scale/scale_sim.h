@@ -54,6 +54,7 @@ struct ScaleResult {
 
   // ---- the simulation itself
   uint64_t net_recomputes = 0, sim_events = 0;
+  uint64_t machine_gets = 0, machine_counter_reads = 0;  // the transfer machines' reads, summed
   uint64_t trace_hash = 0;     // FNV-1a of every registry step and reply, and every transfer end
   std::vector<RegistryStep> trace;  // when cfg.record_registry_trace
 };

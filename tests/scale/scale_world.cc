@@ -3,6 +3,8 @@
 // (setup, t0, joins, deaths) and the result.
 #include "tests/scale/scale_world.h"
 
+#include "src/client/progress_counter.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,7 +46,10 @@ World::World(const ScaleConfig& cfg)
       reg_(sched::Config{static_cast<sched::Time>(std::llround(cfg.heartbeat_timeout_ms * 1000)),
                          cfg.max_readers_per_source, cfg.pipeline}) {
   if (cfg.shards < 1 || cfg.replicas < 0 || cfg.model_bytes <= 0) throw std::invalid_argument("bad fleet");
-  shard_bytes_ = cfg.model_bytes / cfg.shards;
+  shard_bytes_ = std::floor(cfg.model_bytes / cfg.shards);
+  // The transfer machines count a shard's bytes in a progress counter (progress_counter.h).
+  if (shard_bytes_ > static_cast<double>(client::kMaxShardBytes)) throw std::invalid_argument("a shard over 1 TiB");
+  if (!(cfg.machine_chunk_bytes >= 1) || cfg.max_inflight < 1) throw std::invalid_argument("bad machine chunk");
   ideal_ns_ = ideal_seconds(cfg) * 1e9;
 }
 
@@ -156,18 +161,13 @@ void World::kill_replica(int replica) {
   rep.killed_at = now_;
   if (cfg_.trace) std::fprintf(stderr, "t=%.6f replica %d dies\n", static_cast<double>(now_) * 1e-9, replica);
   res_.replicas_killed++;
-  const Ns detect = cfg_.silent_deaths ? ms(cfg_.stall_timeout_ms) : ms(cfg_.detect_kill_ms);
   for (int s = 0; s < cfg_.shards; ++s) {
     SimMember& m = *members_[static_cast<size_t>(replica * cfg_.shards + s)];
     m.alive = false;
     if (m.replicate_op && m.done < 0) --outstanding_;
     if (!m.replicate_op && !rep.joiner) --outstanding_;  // its replicate was still to come
-    if (m.flow) {
-      flow_member_.erase(m.flow);
-      (void)net_.stop_flow(m.flow, now_);
-      m.flow = 0;
-    }
-    fail_readers(m.idx, detect);
+    drop_transfer(m.idx);
+    source_died(m.idx);
     hash(0xdead0000u + static_cast<uint64_t>(m.idx));
     if (!cfg_.silent_deaths) {
       res_.requests["disconnect"]++;

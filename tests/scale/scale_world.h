@@ -1,26 +1,59 @@
 // The at-scale world (scale_sim.h): one event queue in virtual time, the registry behind a
-// single-server queue, one MemberMachine per member, the fluid network. Its member functions
-// are defined by concept: scale_world.cc (events, the registry's channel, the script of the
-// fan-out, joins and deaths) and member_driver.cc (carrying out a machine's actions: the
-// transfers over the network, as src/client/model.cc does over UCX).
+// single-server queue, one MemberMachine per member, one TransferMachine per transfer, the
+// fluid network. Its member functions are defined by concept: scale_world.cc (events, the
+// registry's channel, the script of the fan-out, joins and deaths), member_driver.cc (carrying
+// out a member machine's actions, as src/client/model.cc does over UCX) and
+// transfer_driver.cc (a transfer machine's reads over the fluid network, as
+// src/client/transfer.cc does over UCX).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <queue>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "sched/registry.h"
 #include "src/client/member_machine.h"
+#include "src/client/transfer_machine.h"
 #include "tests/scale/fluid_network.h"
 #include "tests/scale/scale_sim.h"
 #include "tests/scale/topology.h"
 
 namespace thub::scale::detail {
+
+// A transfer into a member: the real transfer machine, and its I/O here (transfer_driver.cc).
+struct SimTransfer {
+  uint64_t id = 0;                // BeginTransfer's transfer
+  uint64_t serial = 0;            // unique in the world: events of an ended transfer are dropped
+  int src = -1;
+  uint32_t src_fill = 0;          // the fill the source's descriptor promised
+  std::unique_ptr<client::TransferMachine> m;
+  bool active = false;            // started (one data round trip after the grant) ...
+  Ns started = 0;                 // ... at (its watchdog ticks from then)
+  Ns last_landed = 0;             // a read last landed (or it started)
+  std::deque<client::ReadChunk> reads;  // issued, not landed yet (in stream order)
+  bool counter_asked = false;     // a ReadCounter not answered yet
+  bool hashes_asked = false;      // a ReadHashes not answered yet
+  uint64_t hashes_upto = 0;
+  bool parked = false;            // a ReadCounterAfter waits ...
+  Ns due = 0;                     // ... for its time
+  bool changed = false;           // ... and something it could see to change since it was asked
+  bool soon = false;              // a look at once is queued (note_change)
+  Ns wake_at = -1;                // the wake event queued for (retry's time, failures)
+  uint64_t wake_gen = 0;
+  FlowId land_flow = 0;           // the landing event queued: for this flow, read end, rate
+  uint64_t land_end = 0;
+  double land_rate = -1;
+  uint64_t land_gen = 0;
+  bool failing = false;           // the source was killed: its reads fail at `fails_at`
+  Ns fails_at = 0;
+};
 
 struct SimMember {
   int idx = 0, replica = 0, shard = 0;
@@ -32,12 +65,14 @@ struct SimMember {
   uint64_t next_op = 1;
   uint64_t replicate_op = 0;      // the THUB_Replicate of the version, once issued
   uint32_t fill = 0;              // the epoch its descriptor promises (progress_counter.h)
+  uint64_t shown = 0;             // the bytes its progress counter shows (with `fill`)
+  Ns died = -1;                   // killed or vanished at
   // the transfer running
-  uint64_t transfer = 0;
-  FlowId flow = 0;
-  int source = -1;
-  double chunk = 0;               // the unit this transfer reads in
+  std::unique_ptr<SimTransfer> x;
+  FlowId flow = 0;                // its bytes in the fluid network (while they move)
+  double chunk = 0;               // the client's read unit from its source (the fluid's gap)
   int depth = 0;
+  std::set<int> readers;          // members whose transfer reads from this one
   // outcome
   Ns asked = -1, done = -1;
   int64_t version = -1;
@@ -81,12 +116,22 @@ class World {
   void feed(int mi, const client::MachineEvent& ev);
   void act(int mi, const client::MachineAction& a);
   void begin_transfer(int mi, const client::BeginTransfer& a);
-  void activate(int mi, uint64_t transfer, int src, uint32_t src_fill, uint64_t start);
-  void fail_transfer(int mi, Ns after, uint64_t held);
-  void fail_readers(int node_member, Ns after);
+  void source_changed(int src);
+  void source_died(int src);
   void network_due();
-  void watch_stall(FlowId f);
   void settle_network();
+
+  // ---- transfer_driver.cc
+  void activate(int mi, uint64_t serial);
+  void drive(int mi, std::vector<client::TransferStep> steps);
+  bool answer(int mi, std::deque<client::TransferStep>& todo);
+  [[nodiscard]] uint64_t counter_of(const SimMember& s) const;
+  void note_change(int mi);
+  void schedule(int mi);
+  void watchdog(int mi, uint64_t serial);
+  void end_transfer(int mi, const client::TransferFinish& f);
+  void drop_transfer(int mi);
+  [[nodiscard]] SimTransfer* transfer_of(int mi, uint64_t serial);
 
   const ScaleConfig cfg_;
   std::mt19937_64 rng_;
@@ -107,6 +152,7 @@ class World {
   Ns now_ = 0;
   Ns t0_ = -1;                    // the fan-out starts (setup done)
   uint64_t net_gen_ = 0;
+  uint64_t next_serial_ = 1;
 
   sched::Registry reg_;
   std::vector<sched::Event> inbox_;  // FIFO (consumed from inbox_head_)

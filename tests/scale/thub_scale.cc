@@ -32,7 +32,8 @@ void usage() {
                "  [--gpus-per-host G] [--nics-per-host K] [--nic-gbit X] [--wan-gbit X]\n"
                "  [--ctl-us X] [--wan-us X] [--rtt-us X]\n"
                "  [--registry-replicate-us X] [--registry-request-us X] [--registry-heartbeat-us X]\n"
-               "  [--chunk B] [--pipeline-chunk B] [--max-readers R] [--no-pipeline]\n"
+               "  [--chunk B] [--pipeline-chunk B] [--machine-chunk B] [--max-inflight K]\n"
+               "  [--max-readers R] [--no-pipeline]\n"
                "  [--joins J] [--deaths K] [--silent] [--spread-us X] [--seed S]\n"
                "  [--heartbeat-timeout-ms X] [--stall-timeout-ms X] [--trace] [--json]\n");
 }
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
       {"--registry-heartbeat-us", [&](const char* v) { c.registry_heartbeat_us = std::atof(v); }},
       {"--chunk", [&](const char* v) { c.chunk_bytes = size_arg(v); }},
       {"--pipeline-chunk", [&](const char* v) { c.pipeline_chunk_bytes = size_arg(v); }},
+      {"--machine-chunk", [&](const char* v) { c.machine_chunk_bytes = size_arg(v); }},
+      {"--max-inflight", [&](const char* v) { c.max_inflight = std::atoi(v); }},
       {"--max-readers", [&](const char* v) { c.max_readers_per_source = std::atoi(v); }},
       {"--joins", [&](const char* v) { c.joins = std::atoi(v); }},
       {"--deaths", [&](const char* v) { c.deaths = std::atoi(v); }},

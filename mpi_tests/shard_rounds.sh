@@ -4,7 +4,8 @@
 #
 #   shard_rounds.sh REGISTRY_BIN NREGISTRIES KILL_FIRST -- MPIRUN [MPIRUN ARGS...] PROGRAM [ARGS...]
 #
-# Starts NREGISTRIES (1 or 2) daemons on 127.0.0.1 (port 0: each prints the port it got),
+# Starts NREGISTRIES (1 or 2) daemons on 127.0.0.1 (port 0: each prints the port it got; the
+# second with --takeover-grace-ms 10000, as a backup),
 # appends `--registry ADDR1[,ADDR2]` to the command and runs it. With KILL_FIRST=1 (two
 # registries) it also appends `--notify FIFO --ack FIFO`: when rollout round R/2 begins the
 # program writes a line into the first FIFO; the script then SIGKILLs the first registry,
@@ -56,7 +57,12 @@ show_logs() {
 addrs=""
 for ((i = 0; i < nreg; i++)); do
   mkfifo "$work/reg$i.out" || exit 1
-  "$reg_bin" --listen 127.0.0.1:0 > "$work/reg$i.out" 2> "$work/reg$i.err" &
+  # The registries after the first are started as a backup should be (docs/guide.md,
+  # "Running the registry"): with a takeover grace, so that a round asked there before its
+  # trainer published again waits for it instead of being refused.
+  grace=()
+  ((i > 0)) && grace=(--takeover-grace-ms 10000)
+  "$reg_bin" --listen 127.0.0.1:0 "${grace[@]}" > "$work/reg$i.out" 2> "$work/reg$i.err" &
   reg_pids+=($!)
   exec {fd}< "$work/reg$i.out"
   line=""

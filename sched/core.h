@@ -124,6 +124,10 @@ struct Transaction {
   std::map<int, HeldDone> done;         // shards whose TransferDone waits for the commit
   std::set<int> returning;              // told the round moved: they ask it again (no commit
                                         // without them, whatever hold_until says)
+  // Where its outcome comes from: a request here, or a shard's report of an earlier
+  // registry's (still in the round, or done with it: an answer its user has seen, which no
+  // other report overrides; take_round_report()).
+  enum class From { kRequest, kOpenReport, kDoneReport } from = From::kRequest;
 };
 
 struct Replica {
@@ -192,6 +196,7 @@ struct Pending {
   Version spec = -1, newer_than = -1;
   Version version = -1;                 // kRegrant: the version being resumed
   uint64_t round = 0;                   // kReplicate: Replicate::round
+  bool whole = false;                   // Replicate::whole: a resume of `spec` held whole
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
@@ -305,6 +310,25 @@ class Core {
   bool try_replicate(const Pending& p);   // true: answered (grant or error); false: defer
   // A Replicate of a round whose transaction has another version than it asks: alone.
   void answer_alone(const Pending& p, Member& m);
+  // Taking over: a shard of a round (t, or none) whose version v has no holder here waits.
+  bool waits_for_takeover(const Member& m, const Transaction* t, Version v) const;
+  // The Replicate after its checks (on(Replicate) holds it first while its replica is not
+  // assembled here: assembling_).
+  void replicate(const Replicate& e);
+  // A resume by a shard that holds the round's version whole: it holds it here now, and its
+  // answer is the round's commit.
+  void complete_whole(const Pending& p, Member& m, Transaction& t);
+  // A shard's report of its latest round at an earlier registry (Open's round fields, or a
+  // CANCEL with a version): the round's outcome here is rebuilt from it (round.cc).
+  void take_round_report(Member& m, uint64_t round, bool open, Status status, Version version,
+                         Version spec, Version newer_than);
+  // A Replicate of a round no transaction here knows yet, by a shard of a replica of several
+  // shards whose every shard is not open here yet: it waits (at most round_hold) until they
+  // are, so that their round reports come before it decides the round alone.
+  bool holds_for_assembly(const Replicate& e, const Member& m);
+  // Lets the held ones whose replica is assembled (or whose hold ended, or whose member
+  // went) go on; true if one did.
+  bool release_assembled();
   bool try_regrant(const Pending& p);
   void fail_replicate(const Pending& p, Member& m, Status s, std::string detail);
   bool grounded(MemberId partial, MemberId requester) const;
@@ -434,7 +458,15 @@ class Core {
   // what it has (expire_holds()).
   std::set<std::tuple<Time, MemberId, uint64_t>> round_ends_;  // (hold_until, a member of the replica, round)
   // TransferDones whose answers wait for their round's commit: a retry of one is ignored.
+  // (Also the Replicates held in assembling_.)
   std::set<std::pair<ClientId, RequestId>> held_reqs_;
+  // Replicates held until their replica is assembled here (holds_for_assembly()), in arrival
+  // order, each with the time its hold ends.
+  struct Assembling {
+    Replicate e;
+    Time until = 0;
+  };
+  std::vector<Assembling> assembling_;
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)

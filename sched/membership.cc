@@ -285,6 +285,8 @@ void Core::on(const Open& e) {
   members_.emplace(id, std::move(m));
   ++member_changes_;
   chains_changed();
+  take_round_report(members_.at(id), e.round, e.round_open, e.round_status, e.round_version, e.round_spec,
+                    e.round_newer_than);
   Reply rep = make_reply(e.client, e.req);
   rep.member = id;
   reply(std::move(rep));

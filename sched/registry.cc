@@ -96,6 +96,8 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   // judgment of its only holder is answered once that holder has been heard past
   // failure_silence (SourceFailureTest), so quiet steps retry then too.
   // A slot released by the event (a round's shard joined or left) may end its source's drain.
+  // A Replicate held for its replica's other shards goes on once they opened (or its hold ended).
+  expired = release_assembled() || expired;
   expired = recheck_drains() || expired;
   if (expired || !quiet_ || !suspects_.empty()) wake();
   while (recheck_drains()) wake();  // ... and one released by a deferred request's answer

@@ -227,6 +227,104 @@ void Core::lose_round(Member& m, const Pending* p, Status s, const std::string& 
   settle(r, round);
 }
 
+// m resumes, at this registry, its round's version, which it holds whole already (its
+// TransferDone's answer was lost with the registry before): m holds it here from now on, as
+// after a TransferDone, and its answer is the round's commit (at once if the round has none
+// to wait for). A loss of the round later drains it as any shard that holds the version.
+void Core::complete_whole(const Pending& p, Member& m, Transaction& t) {
+  Replica& r = *m.rep;
+  unindex(m);
+  m.buf = Buf::kHolding;
+  m.version = t.version;
+  chains_changed();
+  index(m);
+  if (t.commit && !t.committed) {
+    m.round = p.round;
+    t.done[m.shard] = HeldDone{p.client, p.req, m.id};
+    held_reqs_.insert({p.client, p.req});
+    finish_shard(r, p.round, m.shard);  // joined: may commit (and forget the round) now
+    return;
+  }
+  const Version v = t.version;
+  finish_shard(r, p.round, m.shard);
+  Reply rep = make_reply(p.client, p.req);
+  rep.version = v;
+  reply(std::move(rep));
+}
+
+namespace {
+// The errors that are a round's answer (shared by its shards), as a shard reports them.
+bool round_error(Status s) {
+  return s == Status::kNotFound || s == Status::kNotUpdated || s == Status::kVersionLost || s == Status::kTransport;
+}
+}  // namespace
+
+// What a shard tells of its latest round at a registry before this one (its re-open after a
+// failover, or a CANCEL with a version): the outcome that registry gave it. With no
+// transaction of that round here, one is opened with that outcome, so that a shard that asks
+// the round here (afresh: its answer was lost; or resuming) gets the same: the version
+// (still `open`: the reporter is in the round's transfer, and the round commits on every
+// shard, or moves, as any committing round), or the error. A report with no outcome to share
+// (its own cancel or deadline) only says the shard is done with the round. Anything else a
+// peer may send (an unknown status) is such a report too.
+void Core::take_round_report(Member& m, uint64_t round, bool open, Status status, Version version, Version spec,
+                             Version newer_than) {
+  if (round == 0) return;
+  Replica& r = *m.rep;
+  const bool granted = status == Status::kOk && version >= 0;
+  open = open && granted;
+  const bool outcome = m.num_shards > 1 && (granted || round_error(status));
+  const std::string failed = "round " + std::to_string(round) + " of replica " + m.replica + " ended with status " +
+                             std::to_string(static_cast<int>(status)) + " on a shard at the registry before";
+  Transaction* t = outcome ? transaction(r, round) : nullptr;
+  const bool settled_here = t && (!t->active.empty() || !t->done.empty() || t->from == Transaction::From::kRequest);
+  if (t && !open && !granted && t->status == Status::kOk && t->commit && !t->committed && settled_here) {
+    // Its user saw the round fail (a failure of its own, at a registry that never heard of
+    // it: its give-up went nowhere) while its siblings are in the round here: the round
+    // fails on every shard, as when a shard gives its transfer up here. No move: this shard
+    // will not ask again.
+    t->spec = t->version;
+    t->active.insert(m.shard);
+    m.round = round;
+    Reply scratch = make_reply(0, 0);
+    lose_round(m, nullptr, status, failed, &scratch);
+  } else if (t && !settled_here) {
+    // Reports of one round that differ (every shard's comes before the round is asked here):
+    // an answer a shard's user has seen wins over one still in its transfer, and of those,
+    // the newest version (a round that moved at the registry before, told to one shard).
+    const bool done_wins = !open && t->from == Transaction::From::kOpenReport;
+    const bool newer = open && t->from == Transaction::From::kOpenReport && version > t->version;
+    if (done_wins || newer) {
+      for (auto rs = t->reserved.begin(); rs != t->reserved.end();) unreserve(*t, (rs++)->first);
+      t->status = granted ? Status::kOk : status;
+      t->version = granted ? version : -1;
+      if (!granted) t->detail = failed;
+      t->commit = t->commit && granted;
+      t->from = open ? Transaction::From::kOpenReport : Transaction::From::kDoneReport;
+    }
+  } else if (outcome && !t) {
+    Transaction n;
+    n.from = open ? Transaction::From::kOpenReport : Transaction::From::kDoneReport;
+    n.round = round;
+    n.status = granted ? Status::kOk : status;
+    n.version = granted ? version : -1;
+    if (!granted) n.detail = failed;
+    if (open) {
+      n.commit = true;
+      n.spec = spec;
+      n.newer_than = newer_than;
+      if (cfg_.round_hold > 0) n.hold_until = now_ + cfg_.round_hold;
+      round_ends_.insert({n.hold_until, m.id, round});
+    }
+    start_transaction(r, std::move(n));
+  }
+  if (!open) return leave_round(m, round);
+  enter_round(m, round);  // it asks (resumes) this round itself:
+  // the round does not commit without it, whatever its hold says (it is in its transfer).
+  if (Transaction* rt = transaction(r, round); rt && rt->status == Status::kOk && rt->commit && !rt->joined.count(m.shard))
+    rt->returning.insert(m.shard);
+}
+
 void Core::start_transaction(Replica& r, Transaction t) {
   // Shards done with this round (or a later one) without a transaction of it got their
   // answer for it elsewhere, or none is coming. A round-less mark concerns only the next one.

@@ -13,6 +13,55 @@ namespace thub::sched::detail {
 void Core::on(const Replicate& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
+  if (holds_for_assembly(e, *m)) {
+    assembling_.push_back({e, now_ + cfg_.round_hold});
+    held_reqs_.insert({e.client, e.req});
+    quiet_ = true;  // nothing changed that another request waits for
+    return;
+  }
+  replicate(e);
+}
+
+// After a failover every shard of a replica opens here again on its own, and its Open says
+// what the registry before decided of its latest round (take_round_report()). A shard that
+// asks a round here before a sibling's Open came would decide the round alone, and the
+// sibling's report (its grant, its answer, an error) would come too late to give both one
+// outcome (docs/sched.md, "Across a registry failover"). Such a request waits for the
+// replica's other shards to open, at most round_hold; a round that a request here opened
+// already has its outcome, and is answered at once (one opened by a report may still change
+// with the next shard's report).
+bool Core::holds_for_assembly(const Replicate& e, const Member& m) {
+  const Replica& r = *m.rep;
+  return e.round > 0 && m.num_shards > 1 && cfg_.round_hold > 0 && static_cast<int>(r.shards.size()) < r.num_shards &&
+         (!r.txns.count(e.round) || r.txns.at(e.round).from != Transaction::From::kRequest);
+}
+
+bool Core::release_assembled() {
+  bool any = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < assembling_.size(); ++i) {
+      const Assembling& a = assembling_[i];
+      auto mit = members_.find(a.e.member);
+      const bool gone = mit == members_.end() || mit->second.client != a.e.client;
+      if (!gone && now_ < a.until && holds_for_assembly(a.e, mit->second)) continue;
+      const Replicate e = a.e;
+      assembling_.erase(assembling_.begin() + static_cast<std::ptrdiff_t>(i));
+      held_reqs_.erase({e.client, e.req});
+      if (!gone) {  // (a member that went, or its client, is owed no answer)
+        replicate(e);
+        any = true;
+      }
+      again = true;  // it may have opened the round another held request waits for
+      break;
+    }
+  }
+  return any;
+}
+
+void Core::replicate(const Replicate& e) {
+  Member* m = owned(e.client, e.req, e.member);
+  if (!m) return;
   const Model& md = *model_of(*m);
   if (auto it = md.layout.find(m->shard); it != md.layout.end() && it->second != e.layout_hash)
     return reply_err(e.client, e.req, Status::kLayout,
@@ -20,9 +69,12 @@ void Core::on(const Replicate& e) {
                          m->model + "'s");
   Replica& rep = models_.at(m->model).replicas.at(m->replica);
   if (e.round == 0) rep.refused.erase(m->shard);  // a new request of this shard: its round starts now
-  if (m->buf == Buf::kHolding && e.newer_than >= 0 && e.newer_than == m->version &&
+  // THUB_Update in place (update.cc); also of a holding judged failed meanwhile (hidden and
+  // draining, not by its own unpublish), whose shard does not know it yet.
+  const bool judged = m->buf == Buf::kDraining && !m->intact;
+  if ((m->buf == Buf::kHolding || judged) && e.newer_than >= 0 && e.newer_than == m->version &&
       !m->unpublish_pending)
-    return begin_update(e, *m);  // THUB_Update in place (update.cc)
+    return begin_update(e, *m);
   if (m->buf != Buf::kEmpty) {
     // This shard cannot take part in its replica's transaction of this round (it would wait
     // for it for ever): it leaves it; if none is open yet, the one that another shard opens
@@ -55,6 +107,7 @@ void Core::on(const Replicate& e) {
   p.spec = e.spec;
   p.newer_than = e.newer_than;
   p.round = e.round;
+  p.whole = e.whole && e.spec >= 0 && e.round > 0 && m->num_shards > 1;
   const bool left = enter_round(*m, e.round);
   if (!try_replicate(p)) {
     // Deferred: nothing changed that another deferred request waits for (only this member's
@@ -71,6 +124,17 @@ void Core::on(const Replicate& e) {
 void Core::on(const Cancel& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
+  for (auto it = assembling_.begin(); it != assembling_.end(); ++it) {
+    if (it->e.member != m->id || (e.round != 0 && it->e.round != e.round)) continue;
+    if (it->e.newer_than >= 0 && m->buf == Buf::kHolding && it->e.newer_than == m->version) break;  // an update in place
+    const Replicate held = it->e;
+    assembling_.erase(it);
+    held_reqs_.erase({held.client, held.req});
+    leave_round(*m, held.round);
+    reply_err(held.client, held.req, Status::kCanceled, "canceled while waiting at the registry");
+    reply(make_reply(e.client, e.req));
+    return;
+  }
   if (PendingIt it = first_pending(m->id);
       it != pending_.end() && m->buf == Buf::kEmpty && !it->second.in_place &&
       (e.round == 0 || it->second.round == e.round)) {
@@ -85,16 +149,10 @@ void Core::on(const Cancel& e) {
     reply(make_reply(e.client, e.req));
     return;
   }
-  if (e.round != 0 && e.version >= 0 && m->num_shards > 1 && !transaction(*m->rep, e.round)) {
-    // An earlier registry granted this shard `version` in this round: a shard that asks the
-    // round afresh here (its answer was lost with that registry) joins this one and gets the
-    // same version, its source chosen for it (none is reserved).
-    Transaction t;
-    t.round = e.round;
-    t.version = e.version;
-    start_transaction(*m->rep, std::move(t));
-  }
-  if (e.round != 0) leave_round(*m, e.round);  // the shard will not ask that round here
+  // An earlier registry granted this shard `version` in this round: a shard that asks the
+  // round afresh here joins the same version (take_round_report()). The shard will not ask
+  // that round here.
+  if (e.round != 0) take_round_report(*m, e.round, false, e.status, e.version, -1, -1);
   reply_err(e.client, e.req, Status::kState, "no replicate of this member waits to be canceled");
 }
 
@@ -281,6 +339,11 @@ bool Core::try_replicate(const Pending& p) {
       answer_alone(p, m);
       return true;
     }
+    if (p.whole) {  // it holds the round's version already: nothing to read
+      complete_whole(p, m, t);
+      return true;
+    }
+    if (waits_for_takeover(m, &t, v)) return false;
     if (v <= p.newer_than) {
       fail_replicate(p, m, Status::kNotUpdated, "nothing newer than " + std::to_string(p.newer_than));
       finish_shard(r, p.round, m.shard);
@@ -321,6 +384,21 @@ bool Core::try_replicate(const Pending& p) {
       return true;
     }
     fail_replicate(p, m, Status::kVersionLost, lost);
+    return true;
+  }
+  if (p.whole) {
+    // The first of its round here, holding the version whole (its commit was lost with the
+    // registry before): the round is at that version, and commits once its shards joined.
+    Transaction t;
+    t.round = p.round;
+    t.version = p.spec;
+    t.commit = true;
+    t.spec = p.spec;
+    if (cfg_.round_hold > 0) t.hold_until = now_ + cfg_.round_hold;
+    start_transaction(r, std::move(t));
+    Transaction& opened = *transaction(r, p.round);
+    round_ends_.insert({opened.hold_until, m.id, p.round});
+    complete_whole(p, m, opened);
     return true;
   }
   Version v = -1;
@@ -386,6 +464,16 @@ bool Core::try_replicate(const Pending& p) {
   finish_shard(r, p.round, m.shard);
   grant(p, m, v, pick);
   return true;
+}
+
+// Taking over (Config::takeover_grace): a shard of a round whose version has no holder here
+// may be early (its holders publish again one by one after a failover): it waits, unless its
+// round can move to a newer version now (a relative spec that resolves to one).
+bool Core::waits_for_takeover(const Member& m, const Transaction* t, Version v) const {
+  if (!in_takeover_grace() || has_holder(m, v, m.shard)) return false;
+  Version newer = -1;
+  std::string detail;
+  return !(t && t->commit && t->spec < 0 && resolve(m, t->spec, &newer, &detail) == Status::kOk && newer > v);
 }
 
 // A shard whose round's transaction has another version than its absolute spec: a shard

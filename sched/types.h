@@ -85,6 +85,21 @@ struct Open {         // reply: member id
   int shard = 0, num_shards = 1;
   int retain = 0;     // keep the latest `retain` versions available
   bool spot = false;  // does not count as a holder for retention
+  // Its round report (a re-open at a new registry after a failover; 0: nothing to report).
+  // Every shard of a replica of several shards tells what the registry before decided of
+  // its latest round, in the same step as it opens, so that a round's outcome here is
+  // rebuilt from every shard's before any shard asks a round afresh (docs/sched.md,
+  // "Across a registry failover"). round: that round; round_open: the shard is still in it
+  // (granted round_version there; it resumes the round here itself), else it is done with
+  // it. round_status/round_version: the round's answer it had (kOk and a version >= 0: that
+  // version; an error: the round's error; kOk and -1: none to share, e.g. its own cancel).
+  // round_spec/round_newer_than: the round's request (what a move of it resolves again).
+  uint64_t round = 0;
+  bool round_open = false;
+  Status round_status = Status::kOk;
+  Version round_version = -1;
+  Version round_spec = -1;
+  Version round_newer_than = -1;
 };
 struct Close {        // implicit unpublish (no drain reply needed), forget the member
   ClientId client;
@@ -111,6 +126,10 @@ struct Replicate {    // reply (maybe deferred): Grant, or NotFound / NotUpdated
   // replica ask in lockstep, so equal rounds are one replica-level transaction. 0: no round
   // (a client that does not say): it joins whatever transaction of round 0 is open.
   uint64_t round = 0;
+  // A resume of version `spec` in `round` at a new registry by a shard that already holds
+  // it whole (its commit was lost with the registry before): no source is read; the
+  // registry counts it as holding `spec` and answers with the round's commit (lease 0).
+  bool whole = false;
 };
 struct TransferDone { // the granted transfer finished; the member now holds the version fully
   ClientId client;
@@ -148,9 +167,11 @@ struct Cancel {       // THUB_Cancel: this member's deferred Replicate is answer
   // round is canceled. Also sent with nothing to cancel: a round canceled before it was
   // asked, or, after a re-open at a new registry, the rounds the old one answered.
   uint64_t round = 0;
-  // With a round and nothing to cancel: the version a registry before granted this shard in
-  // that round (-1: none). A shard that asks the round afresh here gets that version too.
+  // With a round and nothing to cancel: the version this shard ended that round with at a
+  // registry before (-1: none), or with status != kOk the round's error it ended with. A shard
+  // that asks the round afresh here gets the same (Open's round report, told later).
   Version version = -1;
+  Status status = Status::kOk;
 };
 
 struct TransferProgress {  // the granted read now holds `bytes` checked bytes; reply Ok, or

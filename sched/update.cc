@@ -92,16 +92,21 @@ void Core::begin_update(const Replicate& e, Member& m) {
   // Hide h now; its readers finish; retention may first want a host copy of h.
   const Version held = m.version;  // before the drain: an unread member is emptied at once
   store(e.client, m.descriptor, e.descriptor);
-  m.intact = true;
-  chains_changed();
-  if (needs_offload(m)) {
-    unindex(m);
-    m.buf = Buf::kOffloading;
+  // Hidden already (a reader's report of it was confirmed): it drains, and cannot be given
+  // back. Its update goes on as any other (it used to be refused kState, alone in its round).
+  const bool judged = m.buf == Buf::kDraining;
+  if (!judged) {
+    m.intact = true;
     chains_changed();
-    index(m);
-    out_.emplace_back(Offload{m.client, m.id, m.version});
-  } else {
-    begin_drain(m);
+    if (needs_offload(m)) {
+      unindex(m);
+      m.buf = Buf::kOffloading;
+      chains_changed();
+      index(m);
+      out_.emplace_back(Offload{m.client, m.id, m.version});
+    } else {
+      begin_drain(m);
+    }
   }
   Pending p;
   p.kind = Pending::Kind::kReplicate;
@@ -111,7 +116,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.spec = v;  // absolute: every shard replicates the version fixed above
   p.newer_than = e.newer_than;
   p.in_place = true;
-  p.restorable = true;
+  p.restorable = !judged;
   p.held = held;
   p.round = e.round;
   defer(p);  // granted by wake() once the buffers are empty
@@ -153,7 +158,7 @@ bool Core::try_grant_update(const Pending& p, Member& m) {
     grant(p, m, v, *pick);
     return true;
   }
-  if (has_holder(m, v, m.shard)) return false;
+  if (has_holder(m, v, m.shard) || waits_for_takeover(m, round_of(m), v)) return false;
   const std::string lost = "every holder of version " + std::to_string(v) + " of model " + m.model + " is gone";
   if (round_of(m)) {
     lose_round(m, &p, Status::kVersionLost, lost);

@@ -61,6 +61,19 @@ void MemberMachine::finish(Code code, std::string detail) {
   // A round this registry never heard of from us (canceled or failed before it was asked):
   // the other shards' transaction of it must not wait for us.
   const bool unasked = op_->kind == Kind::kReplicate && (!op_->asked || op_->asked_generation != generation_);
+  if (op_->kind == Kind::kReplicate && op_->round > 0) {
+    // What a sibling that asks this round at a registry after a failover must get too.
+    last_round_ = op_->round;
+    last_status_ = sched::Status::kOk;
+    last_version_ = -1;
+    if (code == Code::kSuccess) {
+      last_version_ = held();
+    } else if (code == Code::kNotUpdated || code == Code::kVersionLost || code == Code::kNotFound ||
+               code == Code::kTransport) {
+      last_status_ = static_cast<sched::Status>(static_cast<int>(code));
+    }
+  }
+  whole_ = false;
   op_.reset();
   out_.emplace_back(CompleteOp{id, code, held(), std::move(detail)});
   if (unasked) tell_round_done();
@@ -71,8 +84,13 @@ void MemberMachine::tell_round_done() {
   // A round in progress (a replicate of this replica of several shards, granted or not) is
   // asked or resumed here by this shard itself: the transaction it opens or joins waits for it.
   const uint64_t done = op_ && op_->kind == Kind::kReplicate ? rounds_ - 1 : rounds_;
-  const int64_t version = granted_round_ == done ? granted_version_ : -1;
-  if (done > 0) send(Purpose::kCleanup, sched::Cancel{0, 0, member_, done, version});
+  if (done == 0) return;
+  sched::Cancel c{0, 0, member_, done};
+  if (last_round_ == done) {  // how it ended: what a sibling that asks it here must get too
+    c.version = last_version_;
+    c.status = last_status_;
+  }
+  send(Purpose::kCleanup, c);
 }
 
 void MemberMachine::on(const OpOpen& e) {
@@ -188,7 +206,10 @@ void MemberMachine::send_op_request() {
         // Resuming a transfer at a registry that does not know it: ask for the same version
         // (the round's answer: a shard that asks the round afresh here joins it).
         op.stage = Stage::kRecovering;
-        send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round});
+        op.asked = true;  // this registry knows the round from here on
+        op.asked_generation = generation_;
+        send(Purpose::kOp,
+             sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round, whole_});
       } else if (op.fill_promised) {
         // A registry may have granted the lost request and chained readers on us under its
         // fill: a grant of another version must not fill the same one (they would take it).
@@ -265,8 +286,7 @@ void MemberMachine::on(const RegistryReply& e) {
         }
         return;
       }
-      member_ = r.member;
-      tell_round_done();  // what the registry before answered: nobody here waits for it
+      member_ = r.member;  // (its Open told what the registry before decided of our rounds)
       if (needs_publish_) republish();
       resume_op();
       break;
@@ -346,11 +366,19 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
             // failover, where no holder of it published it again) has none: it is lost.
             const bool lost = r.status == sched::Status::kVersionLost ||
                               (r.status == sched::Status::kNotFound && id_.num_shards == 1);
-            Code c = lost ? Code::kVersionLost : Code::kTransport;
+            // In a round of several shards the answer is the round's: its siblings get it too.
+            Code c = in_round() ? code_of(r.status) : lost ? Code::kVersionLost : Code::kTransport;
             op.round_moved = round_moved(r);
             return give_up(c, op.detail + "; no other source: " + r.detail);
           }
           if (r.version != version_) return give_up(Code::kInternal, "the registry granted another version");
+          if (whole_) {
+            // Resumed at its end: the registry counts us as holding it, its answer the commit.
+            whole_ = false;
+            phase_ = Phase::kHolding;
+            needs_publish_ = false;
+            return finish(Code::kSuccess);
+          }
           return on_grant(r);
         case Stage::kDoneSent:
           if (!ok && id_.num_shards > 1 &&
@@ -434,6 +462,7 @@ void MemberMachine::on_grant(const sched::Reply& r) {
   version_ = r.version;
   lease_ = r.lease;
   grant_generation_ = generation_;
+  whole_ = false;
   granted_round_ = op.round;
   granted_version_ = r.version;
   needs_publish_ = false;
@@ -485,6 +514,7 @@ void MemberMachine::give_up(Code code, const std::string& detail) {
   // drains readers chained on it) before the error is answered.
   out_.emplace_back(InvalidateHolding{});
   bool receiving = phase_ == Phase::kReceiving;
+  whole_ = false;
   phase_ = Phase::kIdle;
   version_ = -1;
   if (receiving && up_ && member_ != 0) {
@@ -527,6 +557,7 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
         // answer at the next one. This shard resumes the round there with what it holds
         // (a resume at its end: nothing left to read), and ends with that round's answer.
         phase_ = Phase::kReceiving;
+        whole_ = true;
         wait_registry();
         if (back_already) resume_op();
         return;
@@ -609,7 +640,32 @@ void MemberMachine::reopen() {
   }
   if (phase_ == Phase::kHolding) needs_publish_ = true;
   open_pending_ = true;
-  send(Purpose::kReopen, sched::Open{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot});
+  send(Purpose::kReopen, reopen_request());
+}
+
+// A shard of a replica of several shards tells the new registry what the one before decided
+// of its latest round, in its Open, so that no sibling asks that round there before it is
+// known (sched/ holds such a request until the replica's shards are open). A round in
+// progress with a grant is reported open, with the granted version and the round's request
+// (it resumes the round itself); otherwise the latest round it is done with, and the answer
+// a sibling must share.
+sched::Open MemberMachine::reopen_request() const {
+  sched::Open o{0, 0, id_.model, id_.replica, id_.shard, id_.num_shards, id_.retain, id_.spot};
+  if (id_.num_shards < 2) return o;
+  if (in_round() && phase_ == Phase::kReceiving && granted_round_ == op_->round) {
+    o.round = op_->round;
+    o.round_open = true;
+    o.round_version = granted_version_;
+    o.round_spec = op_->spec;
+    o.round_newer_than = op_->newer_than;
+    return o;
+  }
+  o.round = op_ && op_->kind == Kind::kReplicate ? rounds_ - 1 : rounds_;
+  if (o.round > 0 && last_round_ == o.round) {
+    o.round_status = last_status_;
+    o.round_version = last_version_;
+  }
+  return o;
 }
 
 void MemberMachine::republish() {
@@ -672,6 +728,7 @@ void MemberMachine::on(const TransferEnded& e) {
       // Whole, but the registry that granted it is gone, and with it the round's commit: the
       // round is resumed at the next registry (from its end), so that every shard gets one
       // answer there.
+      whole_ = true;
       if (unsettled() || open_pending_) return wait_registry();
       return send_op_request();  // receiving: the resume of version_ in its round
     }
@@ -698,6 +755,8 @@ void MemberMachine::on(const TransferEnded& e) {
   op.stage = Stage::kRecovering;
   if (grant_generation_ != generation_) {
     // The registry that granted us is gone, and with it our lease.
+    op.asked = true;
+    op.asked_generation = generation_;
     send(Purpose::kOp, sched::Replicate{0, 0, member_, version_, -1, layout_hash_, descriptor_, op.round});
   } else {
     send(Purpose::kOp, sched::SourceFailed{0, 0, member_, lease_, have_});

@@ -218,6 +218,8 @@ class MemberMachine {
   void give_up(Code code, const std::string& detail);
   void lost_op_request(Code code, const std::string& detail, bool back_already);
   void reopen();
+  // The Open of a re-open, with what this shard reports of its latest round (sched::Open).
+  [[nodiscard]] sched::Open reopen_request() const;
   // The current op cannot reach the registry now: waits for another to answer, or ends.
   void wait_registry();
   // The registry cannot take the operation's request yet: not connected, not open there, or
@@ -263,6 +265,14 @@ class MemberMachine {
   // The round of the last grant and its version: what a re-open tells a new registry.
   uint64_t granted_round_ = 0;
   int64_t granted_version_ = -1;
+  // The last round that ended here and the outcome a sibling must share (kOk and the version
+  // held; a round error; kOk and -1: its own, e.g. canceled): what a re-open reports.
+  uint64_t last_round_ = 0;
+  sched::Status last_status_ = sched::Status::kOk;
+  int64_t last_version_ = -1;
+  // kReceiving in a round whose commit was lost with its registry: the buffers hold version_
+  // whole, and the round's resume at the next registry reads nothing (Replicate::whole).
+  bool whole_ = false;
   struct Pending {
     Purpose purpose = Purpose::kOp;
     uint64_t generation = 0;  // of the connection it was sent on

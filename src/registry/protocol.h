@@ -25,7 +25,10 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 5: TRANSFER_PROGRESS, a reader's progress on a granted read (sched::Config::lease_progress_timeout).
 // 6: NOT_LEADER, a registry that does not lead (a backup whose primary answers, or one that has no
 // etcd lease) answering HELLO, or telling its clients before it closes them (src/registry/leadership.h).
-constexpr uint16_t kProtocolVersion = 6;
+// 7: OPEN carries the shard's round report (a re-open after a failover: its latest round, whether
+// it is still in it, the answer it had), CANCEL a status beside its version, REPLICATE a `whole` flag (a resume of a version the shard
+// already holds whole): a round has one outcome on every shard across a failover (docs/sched.md).
+constexpr uint16_t kProtocolVersion = 7;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 

@@ -68,7 +68,9 @@ Message request(const sched::Event& ev) {
         } else if constexpr (std::is_same_v<T, sched::Open>) {
           return {Shape::kOpen,
                   {str(e.model), str(e.replica), u32(static_cast<uint32_t>(e.shard)),
-                   u32(static_cast<uint32_t>(e.num_shards)), u32(static_cast<uint32_t>(e.retain)), boolean(e.spot)}};
+                   u32(static_cast<uint32_t>(e.num_shards)), u32(static_cast<uint32_t>(e.retain)), boolean(e.spot),
+                   u64(e.round), boolean(e.round_open), u32(static_cast<uint32_t>(static_cast<int32_t>(e.round_status))),
+                   i64(e.round_version), i64(e.round_spec), i64(e.round_newer_than)}};
         } else if constexpr (std::is_same_v<T, sched::Close>) {
           return {Shape::kClose, {u64(e.member)}};
         } else if constexpr (std::is_same_v<T, sched::Unpublish>) {
@@ -77,7 +79,8 @@ Message request(const sched::Event& ev) {
           return {Shape::kPublish, {u64(e.member), i64(e.version), u64(e.layout_hash), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Replicate>) {
           return {Shape::kReplicate,
-                  {u64(e.member), i64(e.spec), i64(e.newer_than), u64(e.layout_hash), str(e.descriptor), u64(e.round)}};
+                  {u64(e.member), i64(e.spec), i64(e.newer_than), u64(e.layout_hash), str(e.descriptor), u64(e.round),
+                   boolean(e.whole)}};
         } else if constexpr (std::is_same_v<T, sched::TransferDone>) {
           return {Shape::kTransferDone, {u64(e.member), u64(e.lease)}};
         } else if constexpr (std::is_same_v<T, sched::SourceFailed>) {
@@ -85,7 +88,8 @@ Message request(const sched::Event& ev) {
         } else if constexpr (std::is_same_v<T, sched::OffloadDone>) {
           return {Shape::kOffloadDone, {u64(e.member), i64(e.version), str(e.descriptor)}};
         } else if constexpr (std::is_same_v<T, sched::Cancel>) {
-          return {Shape::kCancel, {u64(e.member), u64(e.round), i64(e.version)}};
+          return {Shape::kCancel,
+                  {u64(e.member), u64(e.round), i64(e.version), u32(static_cast<uint32_t>(static_cast<int32_t>(e.status)))}};
         } else if constexpr (std::is_same_v<T, sched::TransferProgress>) {
           return {Shape::kTransferProgress, {u64(e.member), u64(e.lease), u64(e.bytes)}};
         } else {

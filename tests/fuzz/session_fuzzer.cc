@@ -480,6 +480,11 @@ struct SessionFuzzer::State {
     return chance(r, 2) ? pick(r, 64) : interesting(r, Kind::kU64);
   }
   uint64_t layout(Rng& r) { return chance(r, 2) ? 7 : chance(r, 2) ? 9 : r(); }
+  sched::Status status(Rng& r) {
+    static const sched::Status kSome[] = {sched::Status::kOk, sched::Status::kNotFound, sched::Status::kNotUpdated,
+                                          sched::Status::kVersionLost, sched::Status::kTransport, sched::Status::kState};
+    return chance(r, 8) ? static_cast<sched::Status>(static_cast<int32_t>(r())) : kSome[pick(r, std::size(kSome))];
+  }
 
   // A request with live ids, mostly sensible, sometimes not.
   sched::Event request(Session& s, Rng& r) {
@@ -488,7 +493,16 @@ struct SessionFuzzer::State {
     // sources, drains, failures) need live ids.
     switch (s.members.empty() && !chance(r, 5) ? 1 : pick(r, 16)) {
       case 0: return sched::Heartbeat{0};
-      case 14: return sched::Cancel{0, 0, member(s, r)};
+      case 14: {
+        // With a round, a version and a status sometimes: a round report (protocol 7).
+        sched::Cancel c{0, 0, member(s, r)};
+        if (chance(r, 2)) {
+          c.round = pick(r, 6);
+          c.version = chance(r, 2) ? version(r) : -1;
+          c.status = status(r);
+        }
+        return c;
+      }
       case 15:
         if (!s.leases.empty() && !chance(r, 4)) {
           auto [m, l] = s.leases[pick(r, s.leases.size())];
@@ -499,8 +513,17 @@ struct SessionFuzzer::State {
       case 2: {
         int n = chance(r, 3) ? 1 + static_cast<int>(pick(r, 3)) : 1;
         int shard = chance(r, 8) ? static_cast<int>(interesting(r, Kind::kU32)) : static_cast<int>(pick(r, n));
-        return sched::Open{0, 0, kModels[pick(r, std::size(kModels))], "r" + std::to_string(pick(r, 4)), shard, n,
-                           static_cast<int>(pick(r, 3)), chance(r, 4)};
+        sched::Open o{0, 0, kModels[pick(r, std::size(kModels))], "r" + std::to_string(pick(r, 4)), shard, n,
+                      static_cast<int>(pick(r, 3)), chance(r, 4)};
+        if (chance(r, 2)) {  // a re-open's round report, true or not
+          o.round = chance(r, 8) ? interesting(r, Kind::kU64) : pick(r, 6);
+          o.round_open = chance(r, 2);
+          o.round_status = status(r);
+          o.round_version = version(r);
+          o.round_spec = version(r);
+          o.round_newer_than = chance(r, 2) ? version(r) : -1;
+        }
+        return o;
       }
       case 3: return sched::Close{0, 0, member(s, r)};
       case 4:
@@ -510,7 +533,7 @@ struct SessionFuzzer::State {
       case 12:
       case 13:
         return sched::Replicate{0, 0, member(s, r), version(r), chance(r, 3) ? version(r) : -1, layout(r),
-                                "R" + std::to_string(r() % 1000)};
+                                "R" + std::to_string(r() % 1000), chance(r, 2) ? pick(r, 6) : 0, chance(r, 4)};
       case 8:
         if (!s.leases.empty() && !chance(r, 4)) {
           auto [m, l] = s.leases[pick(r, s.leases.size())];

@@ -277,10 +277,12 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // and CANCEL's last two (u64 round, i64 version); protocol version 4 changed the frame's version
 // only (the MAC after an authenticated handshake is a trailer the codec does not see:
 // tests/registry/frame_mac_test.cc); 5 added TRANSFER_PROGRESS; 6 changed the frame's version and
-// added NOT_LEADER.
+// added NOT_LEADER; 7 changed the frame's version and added OPEN's round report (u64 round, bool
+// round_open, i32 round_status, i64 round_version, round_spec, round_newer_than), REPLICATE's
+// last field (bool whole) and CANCEL's (i32 status).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542060005004d0000000000000003000000616263"},
+     "54485542070005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -292,13 +294,13 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"heartbeat",
      ""},
     {"open",
-     "010000006d010000007202000000040000000300000001"},
+     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffffffffffffffffffffffff"},
     {"close",
      "0900000000000000"},
     {"publish",
      "0100000000000000020000000000000003000000000000000a00000064657363726970746f72"},
     {"replicate",
-     "0c00000000000000fdffffffffffffff0500000000000000efcdab000000000004000000646573630700000000000000"},
+     "0c00000000000000fdffffffffffffff0500000000000000efcdab00000000000400000064657363070000000000000000"},
     {"transfer_done",
      "04000000000000000500000000000000"},
     {"source_failed",
@@ -308,7 +310,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"offload_done",
      "0700000000000000080000000000000004000000686f7374"},
     {"cancel",
-     "0a0000000000000003000000000000000400000000000000"},
+     "0a000000000000000300000000000000040000000000000000000000"},
     {"transfer_progress",
      "040000000000000005000000000000008967452301000000"},
     {"reply",
@@ -341,7 +343,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "0000740000000002000000000000000100000072000000000000002003000000000000001000000000000084030000000000"
      "00"},
     {"decode_open",
-     "010000006d010000007202000000040000000300000001"},
+     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffffffffffffffffffffffff"},
     {"decode_reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
      "0101"},

@@ -30,6 +30,7 @@ struct SimResult {
   // and excused (a shard canceled, or past its own deadline: an outcome of that shard alone).
   uint64_t rounds = 0, rounds_disagreeing = 0, rounds_excused = 0;
   uint64_t rounds_disagreeing_failover = 0;  // of them, rounds that spanned a registry failover
+  uint64_t rounds_failover = 0;  // rounds compared that spanned a registry failover
   uint64_t rounds_moved = 0;
   uint64_t rounds_failed_apart = 0;  // every shard failed, not all with the same error
   uint64_t rounds_unheld = 0, rounds_unheld_disagreeing = 0;  // with Config::round_hold 0  // shards told their round moved to a newer version

@@ -186,6 +186,12 @@ void World::check_no_idle_wait() {
         const Replicate& e = std::get<Replicate>(out.ev);
         if (e.spec < 0 || e.spec <= e.newer_than || out.round != a.round || (ss.has_first && ss.txn_round == out.round))
           continue;
+        if (e.whole) continue;  // a resume that reads nothing: it waits for its round's commit
+        // A round's first request waits (round_hold at most) while a shard of its replica is
+        // not open at the registry: its Open's round report may be the round's outcome.
+        if (a.n > 1 && out.round > 0 &&
+            std::any_of(ss.sh.begin(), ss.sh.end(), [](const ShardView& t) { return t.id == 0; }))
+          continue;
         v = e.spec;
         whole_replica = true;
       } else if (out.op == Op::kFailed) {
@@ -313,7 +319,10 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     suspect_.erase(sh.id);
     new_fill(sh.id);
   }
-  if (out.op == Op::kDone && ok) {
+  // A resume of a version the shard holds whole (its commit lost with a registry before):
+  // answered with the round's commit, no source read; it holds the version from then on.
+  const bool whole = out.op == Op::kReplicate && std::get<Replicate>(out.ev).whole && rep.lease == 0;
+  if ((out.op == Op::kDone || whole) && ok) {
     sh.reg_v = rep.version;
     suspect_.erase(sh.id);
     failed_.erase(sh.id);
@@ -328,7 +337,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     forget_reports(sh.id, true, v);  // a new copy
     failed_host_.erase({sh.id, v});
   }
-  if ((out.op == Op::kReplicate || out.op == Op::kFailed) && ok) {
+  if ((out.op == Op::kReplicate || out.op == Op::kFailed) && ok && !whole) {
     ++res_.grants;
     const bool host = rep.source_descriptor.rfind("host/", 0) == 0;
     // A copy confirmed failed is hidden from everybody until it is filled again.
@@ -356,6 +365,9 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
   if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
+  // A re-open's round report with a version opens its round with no planned source (the
+  // report's round is the machine's count; the program's round is the one it reports on).
+  if (out.op == Op::kOpen && ok && std::get<Open>(out.ev).round_version >= 0) ss.told_round = out.round;
   if (out.op == Op::kFailed && rep.status == Status::kTransport &&
       rep.detail.find("only by sources that failed for this reader") != std::string::npos)
     ++res_.judged_alive;
@@ -449,6 +461,13 @@ void World::check_unpublish_ack(ClientId c, int s) {
     const ShardView& t = bs.sh[s];
     // a holder, a host copy, or an ordered offload (its buffers stay until OffloadDone)
     kept = kept || (t.id && t.reg_v == v && !suspect_.count(t.id)) || t.host_reg.count(v) || t.offload_ordered == v;
+    // A resume of v by a shard that holds it whole, not answered yet: the registry counts it
+    // as a holder from its receipt (its answer waits for the round's commit).
+    for (const auto& [req, out] : bs.out)
+      if (out.delivered && !out.decided && out.op == Op::kReplicate && out.shard == s) {
+        const Replicate& e = std::get<Replicate>(out.ev);
+        kept = kept || (e.whole && e.spec == v);
+      }
   }
   if (kept) return;
   std::ostringstream os;

@@ -137,7 +137,9 @@ void World::record_round(int i, int s, const OpRecord& o, const client::Complete
   const Actor& a = actors_[i];
   auto key = std::make_tuple(i, a.proc, o.round);
   auto& shards = round_outcomes_[key];
-  const bool excused = o.cancel || c.code == Code::kCanceled || c.code == Code::kTimeout;
+  // So is the loss of every registry (THUB_ERR_REGISTRY: reconnecting gave up, the context is
+  // gone; its siblings may have had the round's answer before it went).
+  const bool excused = o.cancel || c.code == Code::kCanceled || c.code == Code::kTimeout || c.code == Code::kRegistry;
   shards[s] = RoundOutcome{c.code, c.code == Code::kSuccess ? c.version : -1, excused,
                            a.conn.gen != o.gen || a.conn.st != Conn::St::kUp};
   if (static_cast<int>(shards.size()) < a.n) return;
@@ -166,6 +168,7 @@ void World::record_round(int i, int s, const OpRecord& o, const client::Complete
     return;
   }
   ++res_.rounds;
+  if (failover) ++res_.rounds_failover;
   if (!differ) return;
   if (!(any_ok && any_failed) && versions.size() <= 1) {
     // Every shard failed, with different errors (one's own local failure while the round was
@@ -181,8 +184,8 @@ void World::record_round(int i, int s, const OpRecord& o, const client::Complete
   trace(what);
   if (std::getenv("THUB_SIM_AGREE_LOG")) std::fprintf(stderr, "seed %llu: %s\n", static_cast<unsigned long long>(seed_), what.c_str());
   // Checked on every seed: a round whose shards split between success and failure (or hold
-  // different versions) is a failure, except across a registry failover (docs/sched.md, open
-  // finding; THUB_SIM_AGREE_FAILOVER=1 checks those too) and with THUB_SIM_AGREE=0.
+  // different versions) is a failure, across a registry failover too (THUB_SIM_AGREE_FAILOVER=0
+  // leaves those out), except with THUB_SIM_AGREE=0.
   if (agree_ && (!failover || agree_failover_)) fail(what);
 }
 

@@ -316,7 +316,7 @@ class World {
   int steps_;
   std::mt19937_64 rng_;
   bool trace_ = false;
-  bool strict_ = false;  // THUB_SIM_STRICT: the transaction check is not exempted for a skewed session
+  bool strict_ = true;  // THUB_SIM_STRICT (=0: off): the transaction check is not exempted for a skewed session
   // Off by default (its draws would change every seed's schedule, and with it the trace
   // hashes other work compares); SimulationTest.DeadlinesOnOperations turns it on:
   bool timeouts_ = false;          // THUB_SIM_TIMEOUTS: some contexts set timeout_ms
@@ -382,7 +382,7 @@ class World {
   struct RoundOutcome { Code code; Version version; bool excused; bool failover; };
   std::map<std::tuple<int, uint64_t, int>, std::map<int, RoundOutcome>> round_outcomes_;
   bool agree_ = true;            // THUB_SIM_AGREE=0: a disagreeing round does not fail the seed
-  bool agree_failover_ = false;  // THUB_SIM_AGREE_FAILOVER=1: nor one across a failover
+  bool agree_failover_ = true;  // THUB_SIM_AGREE_FAILOVER (=0: off): nor one across a failover
   void record_round(int i, int s, const OpRecord& o, const client::CompleteOp& c);
   // Rounds by (actor, process, program round): when the registry decided its first shard, and
   // those where a shard was decided more than round_hold later (the registry no longer waits

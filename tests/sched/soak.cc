@@ -1,8 +1,9 @@
 // thub_sched_soak --seeds N [--first S] [--steps K]: runs the simulation for long; prints
 // each failing seed (with its trace) and a summary; exit status 1 when any seed failed.
-// Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=1 (the round check is not
-// exempted for a shard that asks a registry alone after a failover), THUB_SIM_TIMEOUTS=1
-// (some contexts set timeout_ms; docs/sched.md).
+// Environment: THUB_SIM_TRACE=1 (every decision), THUB_SIM_STRICT=0 (the round check is
+// exempted for a shard that asks a registry alone after a failover), THUB_SIM_AGREE_FAILOVER=0
+// (rounds across a registry failover are not compared), THUB_SIM_TIMEOUTS=1 (some contexts set
+// timeout_ms), THUB_SIM_FAULTLESS=1 (no faults; liveness of latest requests; docs/sched.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  uint64_t failed = 0, events = 0, ops = 0, skewed = 0, rounds = 0, disagreeing = 0, excused = 0, seeds_disagreeing = 0, over_failover = 0, moved = 0, unheld = 0, unheld_dis = 0, apart = 0;
+  uint64_t failed = 0, events = 0, ops = 0, skewed = 0, rounds = 0, disagreeing = 0, excused = 0, seeds_disagreeing = 0, over_failover = 0, failover_rounds = 0, moved = 0, unheld = 0, unheld_dis = 0, apart = 0;
   uint64_t relative = 0;
   int64_t relative_longest = 0;
   std::string first_disagreement;
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     disagreeing += r.rounds_disagreeing;
     excused += r.rounds_excused;
     over_failover += r.rounds_disagreeing_failover;
+    failover_rounds += r.rounds_failover;
     moved += r.rounds_moved;
     unheld += r.rounds_unheld;
     apart += r.rounds_failed_apart;
@@ -61,11 +63,11 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(events),
               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(skewed), sec,
               sec > 0 ? static_cast<double>(seeds) / sec : 0.0);
-  std::printf("multi-shard rounds: %llu compared, %llu disagreeing (in %llu seeds; %llu across a registry failover), %llu "
-              "excused (a shard's own cancel or deadline, or a shard decided later than round_hold), %llu shards told their round moved, %llu failed on every shard with "
+  std::printf("multi-shard rounds: %llu compared (%llu across a registry failover), %llu disagreeing (in %llu seeds; %llu "
+              "across a registry failover), %llu excused (a shard's own cancel or deadline, or a shard decided later than round_hold), %llu shards told their round moved, %llu failed on every shard with "
               "different errors; with round_hold 0: %llu rounds, %llu disagreeing%s%s\n",
-              static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(disagreeing),
-              static_cast<unsigned long long>(seeds_disagreeing), static_cast<unsigned long long>(over_failover),
+              static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(failover_rounds),
+              static_cast<unsigned long long>(disagreeing), static_cast<unsigned long long>(seeds_disagreeing), static_cast<unsigned long long>(over_failover),
               static_cast<unsigned long long>(excused), static_cast<unsigned long long>(moved),
               static_cast<unsigned long long>(apart), static_cast<unsigned long long>(unheld),
               static_cast<unsigned long long>(unheld_dis),

@@ -212,3 +212,56 @@ TEST(UpdateTest, NonHolderWithNewerThanWorksAsBefore) {
 
 }  // namespace
 }  // namespace thub::sched::testing
+
+namespace thub::sched::testing {
+namespace {
+
+// Seed 25323 (issue 18: one outcome per round): a shard of a replica of several shards whose
+// holding a reader's report got confirmed failed (hidden, draining) does not know it; its
+// THUB_Update of the round was refused kState ("member is draining") while its sibling moved
+// to the newer version. It is an update in place like the sibling's: granted the round's
+// version once its old buffers drained (nothing to give back on an error: they were judged).
+TEST(UpdateTest, AShardWhoseHoldingWasJudgedFailedUpdatesWithItsRound) {
+  Config c;
+  c.failure_reports = 1;  // one report confirms
+  c.max_readers_per_source = 2;
+  Harness h(c);
+  h.connect(1);
+  MemberId t0 = h.open(1, "pol", "t", 0, 2);
+  MemberId t1 = h.open(1, "pol", "t", 1, 2);
+  h.connect(2);
+  MemberId r0 = h.open(2, "pol", "r", 0, 2);
+  MemberId r1 = h.open(2, "pol", "r", 1, 2);
+  ASSERT_EQ(h.publish(2, r0, 1), Status::kOk);
+  ASSERT_EQ(h.publish(2, r1, 1), Status::kOk);
+  // y and x read r0; x reports it failed: confirmed at once, r0's holding is hidden and
+  // drains (y still reads it).
+  h.connect(4);
+  MemberId y0 = h.open(4, "pol", "y", 0, 2);
+  auto gy = h.replicate_now(4, y0, 1);
+  ASSERT_TRUE(gy && gy->status == Status::kOk);
+  ASSERT_EQ(gy->source, r0);
+  h.connect(3);
+  MemberId x0 = h.open(3, "pol", "x", 0, 2);
+  auto gx = h.replicate_now(3, x0, 1);
+  ASSERT_TRUE(gx && gx->status == Status::kOk);
+  ASSERT_EQ(gx->source, r0);
+  h.failed(3, x0, gx->lease, 0);
+  // The trainer publishes v2; r updates in round 1, shard 1 first.
+  ASSERT_EQ(h.publish(1, t0, 2), Status::kOk);
+  ASSERT_EQ(h.publish(1, t1, 2), Status::kOk);
+  RequestId q1 = h.next_req();
+  h.send(Replicate{2, q1, r1, -1, 1, 7, "d1", 1});
+  RequestId q0 = h.next_req();
+  h.send(Replicate{2, q0, r0, -1, 1, 7, "d0", 1});
+  EXPECT_FALSE(h.reply_to(2, q0)) << "answered while its old buffers drain (it was refused kState)";
+  h.done(4, y0, gy->lease);
+  auto g0 = h.reply_to(2, q0);
+  ASSERT_TRUE(g0) << "drained: granted";
+  EXPECT_EQ(g0->status, Status::kOk) << g0->detail;
+  EXPECT_EQ(g0->version, 2);
+  EXPECT_EQ(g0->source, t0);
+}
+
+}  // namespace
+}  // namespace thub::sched::testing

@@ -252,8 +252,10 @@ int THUB_Info_free(THUB_Info *info);
  *  - `max_readers` (int, default `1`, 1..1048576; registry): readers per source at a time
  *  - `round_hold_ms` (int, default `1000`, 0..86400000; registry): how long (ms) a round of a
  *    replica of several shards waits for all its shards: it keeps its source's buffers for a shard
- *    that has not asked yet (a trainer's unpublish waits that long at most) and answers a shard's
- *    finished transfer once every shard has one (0: shards are answered alone)
+ *    that has not asked yet (a trainer's unpublish waits that long at most), answers a shard's
+ *    finished transfer once every shard has one, and holds a round's request while a shard of the
+ *    replica is not open at the registry (after a failover: its round report comes with its open)
+ *    (0: shards are answered alone)
  *  - `takeover_grace_ms` (int, default `0`, 0..86400000; registry): for this long (ms) after its
  *    first open, the registry holds a replicate it would answer not found or version lost until a
  *    holder publishes (then answers it so): set on a backup registry, whose holders come back one

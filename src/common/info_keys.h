@@ -127,8 +127,9 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
     {"round_hold_ms", info_keys_detail::kReg, InfoType::kInt, "1000", 0, info_keys_detail::kDay,
      "how long (ms) a round of a replica of several shards waits for all its shards: it keeps "
      "its source's buffers for a shard that has not asked yet (a trainer's unpublish waits "
-     "that long at most) and answers a shard's finished transfer once every shard has one "
-     "(0: shards are answered alone)"},
+     "that long at most), answers a shard's finished transfer once every shard has one, and "
+     "holds a round's request while a shard of the replica is not open at the registry (after "
+     "a failover: its round report comes with its open) (0: shards are answered alone)"},
     {"takeover_grace_ms", info_keys_detail::kReg, InfoType::kInt, "0", 0, info_keys_detail::kDay,
      "for this long (ms) after its first open, the registry holds a replicate it would answer "
      "not found or version lost until a holder publishes (then answers it so): set on a backup "

@@ -28,6 +28,8 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   cfg_.heartbeat_timeout = 300 * kMs;
   cfg_.max_readers_per_source = 1 + static_cast<int>(r(3));
   cfg_.pipeline = r(4) != 0;
+  // THUB_SIM_PIPELINE=0|1 forces it (the draw is made anyway: the rest of the seed is the same).
+  if (const char* e = std::getenv("THUB_SIM_PIPELINE")) cfg_.pipeline = std::string(e) != "0";
   cfg_.failure_reports = 1 + static_cast<int>(r(3));
   // How long a round keeps a source's buffers for a shard that has not asked (0: not at all).
   cfg_.round_hold = static_cast<Time>(r(20) == 0 ? 0 : 50 + r(950)) * kMs;

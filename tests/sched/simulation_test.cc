@@ -203,6 +203,31 @@ TEST(SimulationTest, FoundSeedsOfRoundsAcrossAFailover) {
   EXPECT_GT(failover_rounds, 0u);
 }
 
+// The planned source without pipelining (docs/sched.md, seed 15629 there: "shards of replica
+// roll-6 got different source replicas roll-8 and roll-2"): a round plans only a replica whose
+// every shard can be read now (choose_replica: pick_in), and a late shard reads the source the
+// round kept for it, also while it drains (round_hold), so no shard of a round goes elsewhere
+// while its planned source serves. Seed 15629 and 300 more with pipelining forced off, with
+// the source check on every session.
+TEST(SimulationTest, PlannedSourceWithoutPipelining) {
+  const char* was = std::getenv("THUB_SIM_PIPELINE");
+  const std::string saved = was ? was : "";
+  setenv("THUB_SIM_PIPELINE", "0", 1);
+  uint64_t rounds = 0;
+  for (uint64_t seed : {uint64_t{15629}}) {
+    SimResult r = run_simulation(seed);
+    EXPECT_TRUE(r.ok) << r.error;
+    rounds += r.rounds;
+  }
+  const SeedRun run = run_seeds(300);
+  if (was)
+    setenv("THUB_SIM_PIPELINE", saved.c_str(), 1);
+  else
+    unsetenv("THUB_SIM_PIPELINE");
+  ASSERT_EQ(run.failed_seed, 0u) << run.error;
+  EXPECT_GT(rounds + run.sum.rounds, 300u);
+}
+
 // Contexts with timeout_ms (THUB_SIM_TIMEOUTS=1): a REPLICATE past its deadline is withdrawn
 // (CANCEL, then UNPUBLISH for a grant that crossed it), and what cannot be withdrawn (a
 // transfer's TRANSFER_DONE or SOURCE_FAILED, an UNPUBLISH, an update in place) has no

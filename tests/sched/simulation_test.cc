@@ -142,7 +142,9 @@ TEST(SimulationTest, TenThousandSeeds) {
     EXPECT_GT(sum.rounds, seeds);
     EXPECT_GT(sum.rounds_moved, 0u);
   }
-  if (seeds >= 1000) EXPECT_GT(sum.rounds_failover, 0u);  // rounds across a failover are compared too
+  if (seeds >= 1000) {
+    EXPECT_GT(sum.rounds_failover, 0u);  // rounds across a failover are compared too
+  }
   std::printf("%llu multi-shard rounds compared (every shard the same outcome; %llu of them across a registry "
               "failover), %llu shards told their round moved\n",
               static_cast<unsigned long long>(sum.rounds), static_cast<unsigned long long>(sum.rounds_failover),

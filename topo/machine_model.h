@@ -44,6 +44,9 @@ struct MachineModel {
   std::vector<Site> nic_sites;       // nic_sites[i] is where nics[i] hangs
   std::vector<Gpu> gpus;             // ascending index
   std::vector<Site> gpu_sites;
+  // Where the NICs' port facts came from ("rdma-core"), or why there are none ("no RDMA
+  // device ..."); "" for a recorded topology (not this machine).
+  std::string verbs;
 };
 
 }  // namespace thub::topo

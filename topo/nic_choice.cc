@@ -31,13 +31,17 @@ std::vector<RankedNic> rank_nics(const MachineModel& m, const Location& loc) {
   std::vector<RankedNic> ranked;
   ranked.reserve(m.nics.size());
   for (size_t i = 0; i < m.nics.size(); ++i) {
+    if (!m.nics[i].active) continue;  // every port down (rdma-core says so): never chosen
     const Site& site = m.nic_sites[i];
     ranked.push_back({i, gpu ? device_distance(*gpu, site) : host_distance(node, site)});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [&m](const RankedNic& a, const RankedNic& b) {
     if (a.distance < b.distance) return true;
     if (b.distance < a.distance) return false;
-    return m.nics[a.index].rdma && !m.nics[b.index].rdma;
+    const Nic& x = m.nics[a.index];
+    const Nic& y = m.nics[b.index];
+    if (x.rdma != y.rdma) return x.rdma;
+    return x.gbps > y.gbps;  // equally near rails: the faster first (UCX splits by bandwidth)
   });
   return ranked;
 }

@@ -16,7 +16,8 @@ struct RankedNic {
   Distance distance;
 };
 
-// Every NIC of `m`, nearest to `loc` first; at equal distance RDMA first, then tree order.
+// Every NIC of `m` that is up (Nic::active), nearest to `loc` first; at equal distance RDMA
+// first, then the faster (Nic::gbps), then tree order.
 std::vector<RankedNic> rank_nics(const MachineModel& m, const Location& loc);
 
 // The NICs at the smallest distance from `loc` (see Topology::nearest_nics); `rdma_only`

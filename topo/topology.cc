@@ -9,6 +9,7 @@
 #include "topo/detect.h"
 #include "topo/hwloc_topology.h"
 #include "topo/nic_choice.h"
+#include "topo/verbs.h"
 
 namespace thub::topo {
 namespace {
@@ -67,11 +68,19 @@ std::string MachineTopology::describe() const {
                   numa_text(g.numa).c_str());
     out += line;
   }
-  out += "NICs: " + std::to_string(m_.nics.size()) + "\n";
+  out += "NICs: " + std::to_string(m_.nics.size()) +
+         (m_.verbs.empty() ? std::string() : " (port facts: " + m_.verbs + ")") + "\n";
   for (const Nic& n : m_.nics) {
     const std::string kind = n.rdma ? "rdma port " + std::to_string(n.port) : "net";
-    std::snprintf(line, sizeof line, "  %-14s %-12s %-14s numa %s\n", n.name.c_str(), kind.c_str(),
-                  n.pci_bus.empty() ? "-" : n.pci_bus.c_str(), numa_text(n.numa).c_str());
+    std::string facts = n.active ? "" : "  DOWN (never chosen)";
+    if (n.active && n.gbps > 0) {
+      char rate[64];
+      std::snprintf(rate, sizeof rate, "  %.0f Gb/s", n.gbps);
+      facts = rate;
+    }
+    if (!n.link_layer.empty()) facts += " " + n.link_layer;
+    std::snprintf(line, sizeof line, "  %-14s %-12s %-14s numa %s%s\n", n.name.c_str(), kind.c_str(),
+                  n.pci_bus.empty() ? "-" : n.pci_bus.c_str(), numa_text(n.numa).c_str(), facts.c_str());
     out += line;
   }
   return out;
@@ -93,7 +102,15 @@ std::vector<int> Topology::numa_ids() const {
 }
 
 std::unique_ptr<Topology> Topology::load_machine(std::string* err) {
-  return load({}, "this machine", err);
+  std::optional<HwlocTopology> hw = HwlocTopology::load({}, err);
+  if (!hw) return std::make_unique<MachineTopology>(MachineModel{});
+  MachineModel m = detect(*hw, "this machine");
+  // Which RDMA ports are up and how fast: rdma-core's word, where it has one (a recorded XML
+  // is not this machine: its NICs keep what hwloc recorded).
+  std::string why;
+  apply_port_facts(m, probe_verbs(&why));
+  m.verbs = why.empty() ? "rdma-core" : why;
+  return std::make_unique<MachineTopology>(std::move(m));
 }
 
 std::unique_ptr<Topology> Topology::load_xml(const std::string& path, std::string* err) {

@@ -16,6 +16,11 @@ struct Nic {
   int numa = -1;        // NUMA node it hangs off, -1 unknown
   std::string pci_bus;  // "0000:17:00.0", empty for virtual devices
   int port = 1;         // RDMA: the port UCX uses ("mlx5_0:1"), the first active one
+  // From rdma-core (libibverbs) on the running machine, where it knows the device
+  // (topo/verbs.h); else as assumed: active, rate unknown.
+  bool active = true;       // a port of it is up (IBV_PORT_ACTIVE): a NIC without one is never chosen
+  double gbps = 0;          // that port's data rate (speed x width), 0: unknown
+  std::string link_layer;   // "InfiniBand", "Ethernet" (RoCE), "" unknown
 };
 
 struct Gpu {
@@ -47,8 +52,8 @@ class Topology {
   virtual const std::vector<Nic>& nics() const = 0;
   virtual const std::vector<Gpu>& gpus() const = 0;
   virtual int numa_nodes() const = 0;
-  // NICs nearest to `loc`, best first (RDMA before plain network at equal distance): those
-  // at the smallest distance only. GPU: by the PCI path between GPU and NIC in the hwloc
+  // NICs nearest to `loc`, best first (RDMA before plain network at equal distance, then the
+  // faster rail): those at the smallest distance only; a NIC whose ports are all down never. GPU: by the PCI path between GPU and NIC in the hwloc
   // tree (same PCI switch < same host bridge < same NUMA node < same package < system);
   // host memory: NICs of that NUMA node, else of its package, else all; numa -1: all.
   // A GPU bus id that is not known falls back to `loc.numa`.

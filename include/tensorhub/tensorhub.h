@@ -233,8 +233,11 @@ int THUB_Info_free(THUB_Info *info);
  *  - `progress_report_ms` (int, default `2000`, 10..3600000): a reader tells the registry its
  *    progress on a read at most this often (ms), when it made some (the registry's
  *    lease_progress_timeout_ms ends reads that make none)
- *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NIC nearest to host
- *    memory, from hwloc)
+ *  - `net_devices` (string, default unset): UCX_NET_DEVICES (default: the NICs nearest to `device`,
+ *    from hwloc, up ports only)
+ *  - `device` (string, default `auto`): where this context's tensors live, for the NIC choice:
+ *    `cuda:N` (CUDA device N), `numa:N` (host memory on NUMA node N), `host` (any), `auto` (the
+ *    NUMA node of the thread calling THUB_Init)
  *  - `tls` (string, default unset): UCX_TLS (default: UCX's choice)
  *  - `progress_spin_us` (int, default `20`, 0..1000000): how long (us) the progress thread spins
  *    after a UCX event before it sleeps

@@ -12,6 +12,7 @@
 #include "src/registry/server.h"
 #include "src/registry/socket.h"
 #include "src/transport/worker.h"
+#include "topo/device.h"
 #include "topo/topology.h"
 
 namespace thub::client {
@@ -38,6 +39,8 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.stall_timeout_ms = info.get<info_key("stall_timeout_ms")>();
   c.progress_report_ms = info.get<info_key("progress_report_ms")>();
   c.net_devices = info.get<info_key("net_devices")>();
+  c.device = info.get<info_key("device")>();
+  if (std::string why; !topo::parse_device(c.device, &why)) throw Error(Code::kArg, "info key 'device': " + why);
   c.tls = info.get<info_key("tls")>();
   c.progress_spin_us = info.get<info_key("progress_spin_us")>();
   c.compaction_threshold = info.get<info_key("compaction_threshold")>();
@@ -57,6 +60,21 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   // registry is given and none is started.
   c.embedded_registry = std::make_shared<const registry::ServerOptions>(registry::ServerOptions::from_info(info));
   return c;
+}
+
+std::string nic_choice(const ContextConfig& cfg, const topo::Topology& t, int current_numa, std::string* why) {
+  if (!cfg.net_devices.empty()) {
+    if (why) *why = "net_devices given";
+    return cfg.net_devices;
+  }
+  std::string note;
+  const topo::Location loc = topo::buffer_location(*topo::parse_device(cfg.device, nullptr), t, current_numa, &note);
+  const std::string devices = t.ucx_net_devices(loc);
+  if (why) {
+    const std::string near = t.proximity(loc);
+    *why = note + ": " + (devices.empty() ? "no NIC known, UCX chooses" : devices + (near.empty() ? "" : " (" + near + ")"));
+  }
+  return devices;
 }
 
 registry::ConnectionOptions ContextConfig::connection_options(std::vector<std::string> addresses) const {
@@ -100,11 +118,14 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   wo.spin_us = cfg_.progress_spin_us;
   if (cfg_.transfer_mode == ContextConfig::TransferMode::kTcp && wo.tls.empty()) wo.tls = "tcp,self";
   if (wo.net_devices.empty()) {
-    // The NIC nearest to host memory (topo/); UCX chooses when the topology knows none.
+    // The NICs nearest to where the tensors live (topo/); UCX chooses when the topology knows none.
     std::string err;
     auto topo = topo::Topology::load_default(cfg_.topology_xml, &err);
-    wo.net_devices = topo->ucx_net_devices(topo::Location{});
+    wo.net_devices = nic_choice(cfg_, *topo, topo::current_numa_node(), &net_choice_);
+  } else {
+    net_choice_ = "net_devices given";
   }
+  net_devices_ = wo.net_devices;
   worker_ = transport::Worker::create(wo);
 
   registry::ConnectionOptions co = cfg_.connection_options(addresses);

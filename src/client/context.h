@@ -21,6 +21,9 @@ namespace thub::transport {
 class MemoryRegion;
 class Worker;
 }
+namespace thub::topo {
+class Topology;
+}
 namespace thub::registry {
 class Connection;
 struct ConnectionOptions;
@@ -50,7 +53,8 @@ struct ContextConfig {
   int registry_request_timeout_ms = 0;  // requests answered at once, unless timeout_ms is set
   int64_t stall_timeout_ms = 0;         // a source with no progress this long has failed
   int64_t progress_report_ms = 0;       // a reader's progress goes to the registry this often at most
-  std::string net_devices;              // UCX_NET_DEVICES (default: from topo/)
+  std::string net_devices;              // UCX_NET_DEVICES (default: from topo/, nearest `device`)
+  std::string device;                   // where the tensors live: auto, host, numa:N, cuda:N
   std::string tls;                      // UCX_TLS
   int64_t progress_spin_us = 0;         // progress thread spin window after an event
   uint64_t compaction_threshold = 0;    // tensors below it travel packed (0: never); part of the layout
@@ -70,6 +74,11 @@ struct ContextConfig {
   [[nodiscard]] registry::ConnectionOptions connection_options(std::vector<std::string> addresses) const;
 };
 
+// UCX_NET_DEVICES for a context of `cfg` on `t`: its net_devices if given, else the NICs
+// nearest to where its tensors live (`device`; auto: the NUMA node `current_numa`), up ports
+// only (topo/). `why` says what it chose and from what.
+std::string nic_choice(const ContextConfig& cfg, const topo::Topology& t, int current_numa, std::string* why);
+
 class Context {
  public:
   explicit Context(const InfoMap& info);  // throws Error
@@ -79,6 +88,9 @@ class Context {
 
   [[nodiscard]] const ContextConfig& config() const { return cfg_; }
   [[nodiscard]] transport::Worker& worker() { return *worker_; }
+  // What UCX was given as UCX_NET_DEVICES ("" : UCX chooses) and why (nic_choice()).
+  [[nodiscard]] const std::string& net_devices() const { return net_devices_; }
+  [[nodiscard]] const std::string& net_choice() const { return net_choice_; }
   [[nodiscard]] registry::Connection& registry() { return *conn_; }
   [[nodiscard]] std::string registry_address() const;
 
@@ -108,6 +120,7 @@ class Context {
  private:
   ContextConfig cfg_;
   std::unique_ptr<registry::Server> server_;
+  std::string net_devices_, net_choice_;
   std::unique_ptr<transport::Worker> worker_;
   std::unique_ptr<registry::Connection> conn_;
   mutable std::mutex mu_;

@@ -105,7 +105,11 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "a reader tells the registry its progress on a read at most this often (ms), when it made "
      "some (the registry's lease_progress_timeout_ms ends reads that make none)"},
     {"net_devices", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,
-     "UCX_NET_DEVICES (default: the NIC nearest to host memory, from hwloc)"},
+     "UCX_NET_DEVICES (default: the NICs nearest to `device`, from hwloc, up ports only)"},
+    {"device", info_keys_detail::kCtx, InfoType::kString, "auto", 0, 0,
+     "where this context's tensors live, for the NIC choice: `cuda:N` (CUDA device N), "
+     "`numa:N` (host memory on NUMA node N), `host` (any), `auto` (the NUMA node of the "
+     "thread calling THUB_Init)"},
     {"tls", info_keys_detail::kCtx, InfoType::kString, "", 0, 0,
      "UCX_TLS (default: UCX's choice)"},
     {"progress_spin_us", info_keys_detail::kCtx, InfoType::kInt, "20", 0, 1000000,

@@ -104,7 +104,7 @@ TEST(NicChoiceTest, FarRdmaNicBeatsNearEthernetForUcx) {
   m.numa_nodes = {{0, 0}, {1, 1}};
   m.gpus = {Gpu{0, "0000:02:00.0", 0}};
   m.gpu_sites = {Site{{machine, pkg0, hb0, sw, {102, HopKind::kPciDevice}}, {0}, 0}};
-  m.nics = {Nic{"eth0", false, 0, "0000:03:00.0", 1}, Nic{"mlx5_0", true, 1, "0000:81:00.0", 1}};
+  m.nics = {Nic{"eth0", false, 0, "0000:03:00.0", 1, true, 0, ""}, Nic{"mlx5_0", true, 1, "0000:81:00.0", 1, true, 0, ""}};
   m.nic_sites = {Site{{machine, pkg0, hb0, sw, {103, HopKind::kPciDevice}}, {0}, 0},
                  Site{{machine, pkg1, {200, HopKind::kHostBridge}, {201, HopKind::kPciDevice}},
                       {1}, 1}};
@@ -117,7 +117,7 @@ TEST(NicChoiceTest, FarRdmaNicBeatsNearEthernetForUcx) {
 
 TEST(NicChoiceTest, RdmaPortIsTheActiveOne) {
   MachineModel m;
-  m.nics = {Nic{"mlx5_0", true, -1, "", 2}};
+  m.nics = {Nic{"mlx5_0", true, -1, "", 2, true, 0, ""}};
   m.nic_sites = {Site{}};
   EXPECT_EQ(ucx_net_devices(m, Location::host(-1)), "mlx5_0:2");
 }

@@ -7,7 +7,7 @@ build=${1:-build}
 shift || true
 
 pkgs=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev hwloc libopenmpi-dev openmpi-bin
-      libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev iproute2 gfortran python3 python3-numpy python3-torch
+      libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libibverbs-dev iproute2 gfortran python3 python3-numpy python3-torch
       doxygen nlohmann-json3-dev etcd-server)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -236,6 +236,12 @@ class Core {
   void on(const Connect& e);
   void on(const Disconnect& e);
   void on(const Open& e);
+  // An Open of a shard that another session holds waits (wait) up to heartbeat_timeout for
+  // that session to go: a process that reconnected opens again before the registry dropped
+  // its session before (silent, or its socket's close still on the way); then it is refused.
+  void open(const Open& e, bool wait);
+  bool release_opens();  // the waiting Opens whose shard is free, or whose wait ended; true if one went on
+  bool shard_taken(const Open& e) const;
   void on(const Close& e);
   void on(const Publish& e);
   void on(const Unpublish& e);
@@ -467,6 +473,13 @@ class Core {
     Time until = 0;
   };
   std::vector<Assembling> assembling_;
+  // Opens of a shard that another session holds, in arrival order, each with the time its
+  // wait ends (open(), release_opens()). (Also in held_reqs_.)
+  struct Opening {
+    Open e;
+    Time until = 0;
+  };
+  std::vector<Opening> opening_;
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)

@@ -246,7 +246,39 @@ void Core::release_held_on(MemberId source) {
   for (MemberId rid : readers) release_held(members_.at(rid));
 }
 
-void Core::on(const Open& e) {
+void Core::on(const Open& e) { open(e, /*wait=*/true); }
+
+// The Opens that wait for another session's shard (open()), in arrival order: each goes on
+// once the shard is free, or is refused once its wait ended; one whose client went is
+// forgotten. True if one was answered.
+bool Core::release_opens() {
+  bool any = false;
+  for (size_t i = 0; i < opening_.size();) {
+    const Opening& o = opening_[i];
+    const bool gone = !clients_.count(o.e.client);
+    if (!gone && now_ < o.until && shard_taken(o.e)) {
+      ++i;
+      continue;
+    }
+    const Open e = o.e;
+    opening_.erase(opening_.begin() + static_cast<std::ptrdiff_t>(i));
+    held_reqs_.erase({e.client, e.req});
+    if (!gone) {
+      open(e, /*wait=*/false);
+      any = true;
+    }
+  }
+  return any;
+}
+
+bool Core::shard_taken(const Open& e) const {
+  auto mit = models_.find(e.model);
+  if (mit == models_.end()) return false;
+  auto rit = mit->second.replicas.find(e.replica);
+  return rit != mit->second.replicas.end() && rit->second.shards.count(e.shard);
+}
+
+void Core::open(const Open& e, bool wait) {
   if (e.model.empty() || e.replica.empty() || e.num_shards < 1 || e.shard < 0 ||
       e.shard >= e.num_shards || e.retain < 0)
     return reply_err(e.client, e.req, Status::kArg,
@@ -256,10 +288,20 @@ void Core::on(const Open& e) {
   if (mit != models_.end()) {
     auto rit = mit->second.replicas.find(e.replica);
     if (rit != mit->second.replicas.end()) {
-      if (rit->second.shards.count(e.shard))
+      if (auto sh = rit->second.shards.find(e.shard); sh != rit->second.shards.end()) {
+        // Another session's: it may be this process's own before a reconnection, which the
+        // registry has not dropped yet (it goes within heartbeat_timeout once it is silent).
+        // The Open waits that long for it (release_opens()); then it is refused.
+        if (wait && members_.at(sh->second).client != e.client) {
+          opening_.push_back({e, now_ + cfg_.heartbeat_timeout});
+          held_reqs_.insert({e.client, e.req});
+          quiet_ = true;  // nothing changed that another request waits for
+          return;
+        }
         return reply_err(e.client, e.req, Status::kState,
                          "shard " + std::to_string(e.shard) + " of replica " + e.replica +
                              " is already open");
+      }
       if (rit->second.num_shards != e.num_shards)
         return reply_err(e.client, e.req, Status::kState,
                          "replica " + e.replica + " has " +

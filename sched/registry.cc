@@ -97,6 +97,7 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   // failure_silence (SourceFailureTest), so quiet steps retry then too.
   // A slot released by the event (a round's shard joined or left) may end its source's drain.
   // A Replicate held for its replica's other shards goes on once they opened (or its hold ended).
+  expired = release_opens() || expired;  // an Open waiting for another session's shard
   expired = release_assembled() || expired;
   expired = recheck_drains() || expired;
   if (expired || !quiet_ || !suspects_.empty()) wake();

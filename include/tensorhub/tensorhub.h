@@ -367,8 +367,13 @@ int THUB_Free_mem(THUB_Context ctx, void *base);
  * @param[in]  num_shards size of the group (>= 1), the same on every shard
  * @param[in]  info       hints or THUB_INFO_NULL
  * @param[out] m          the model handle
- * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_STATE (shard already open, or num_shards
- *         differs from the other shards'), THUB_ERR_REGISTRY.
+ * A shard held by another session of the registry (e.g. this program's own before it was
+ * restarted, not yet dropped by the registry) makes the call wait until that session goes,
+ * at most the registry's heartbeat timeout (`heartbeat_timeout_ms`), and the context's
+ * `timeout_ms`.
+ * @return THUB_SUCCESS, THUB_ERR_ARG, THUB_ERR_STATE (shard already open, also by another
+ *         live process after that wait, or num_shards differs from the other shards'),
+ *         THUB_ERR_REGISTRY, THUB_ERR_TIMEOUT.
  */
 int THUB_Open(THUB_Context ctx, const char *model, const char *replica, int shard,
               int num_shards, THUB_Info info, THUB_Model *m);

@@ -14,7 +14,7 @@ namespace {
 // at a time (thousands of round trips).
 const std::string kLayout16 = "16777216,16777216";
 const std::string kSlowReader = "chunk_size=4096 max_inflight=1";
-constexpr int kVersionLost = -11;
+constexpr int kVersionLost = -11, kErrState = -2;
 
 // A registry of its own (the trainers may die, so none of them may host it).
 struct Daemon {
@@ -118,6 +118,34 @@ TEST(LostVersionTest, LatestMovesOnWhenItsOnlyHolderIsDroppedForSilence) {
   auto c = peer(d, "c");
   std::string r = c->cmd("replicate 1");
   EXPECT_EQ(status_of(r), kVersionLost) << r;
+  t1->kill_now();
+}
+
+// A stopped trainer's replacement (its launcher restarted it) opens the same shard while the
+// registry still holds the stopped one's session: the Open waits until the registry drops it
+// for silence (heartbeat timeout 1 s), then succeeds, and the new process publishes and is
+// read byte for byte. A third, live process that claims the same shard is refused
+// (THUB_ERR_STATE) once the wait is over, and the holder keeps its shard.
+TEST(LostVersionTest, ReplacementOpensTheShardOnceTheStoppedSessionIsDropped) {
+  Daemon d({"--heartbeat-timeout-ms", "1000"});
+  ASSERT_FALSE(d.address.empty());
+  auto t1 = peer(d, "t1", "heartbeat_ms=100");
+  ASSERT_TRUE(ok(t1->cmd("fill 101")));
+  ASSERT_TRUE(ok(t1->cmd("publish 1")));
+  t1->signal(SIGSTOP);
+  auto t1b = peer(d, "t1", "heartbeat_ms=100");  // peer() expects its open to succeed
+  ASSERT_TRUE(ok(t1b->cmd("fill 102")));
+  ASSERT_TRUE(ok(t1b->cmd("publish 2")));
+  auto dup = std::make_unique<PeerProcess>(env_for(d));
+  ASSERT_TRUE(ok(dup->cmd("init heartbeat_ms=100")));
+  std::string r = dup->cmd("open policy t1 0 1");
+  EXPECT_EQ(status_of(r), kErrState) << r;
+  EXPECT_NE(r.find("already open"), std::string::npos) << r;
+  auto a = peer(d, "a");
+  r = a->cmd("replicate latest");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_EQ(version_of(r), "2") << r;
+  EXPECT_TRUE(ok(a->cmd("check 102")));
   t1->kill_now();
 }
 

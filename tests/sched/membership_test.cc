@@ -133,5 +133,87 @@ TEST(MembershipTest, DisconnectReleasesReaderLeases) {
   EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
 }
 
+// A process that reconnected (client 2, as client 1 before) opens its shards again before the
+// registry dropped its old session: the Open waits for that session to go (silent past
+// heartbeat_timeout here) and then succeeds, with the same shard.
+TEST(MembershipTest, OpenWaitsForTheOldSessionToGo) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.open(1, "pol", "r", 0, 2);
+  h.advance(400);
+  h.connect(2);
+  auto r = h.open_raw(Open{2, 50, "pol", "r", 0, 2});
+  EXPECT_FALSE(r);  // waits: client 1 was heard 400 us ago
+  h.send(Open{2, 50, "pol", "r", 0, 2});  // asked again by the connection: still one request
+  EXPECT_FALSE(h.reply_to(2, 50));
+  h.advance(400);
+  h.send(Heartbeat{2});
+  EXPECT_FALSE(h.reply_to(2, 50));
+  h.advance(300);  // client 1 silent for 1,100 us: dropped, and the Open goes on
+  h.send(Heartbeat{2});
+  ASSERT_EQ(h.all<Drop>().size(), 1u);
+  r = h.reply_to(2, 50);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, Status::kOk);
+  EXPECT_NE(r->member, 0u);
+  // ... and the replica is whole again when its other shard opens (at once: nobody holds it).
+  EXPECT_NE(h.open(2, "pol", "r", 1, 2), 0u);
+}
+
+// The old session's socket closes (Disconnect) while the Open waits: it goes on at once.
+TEST(MembershipTest, OpenGoesOnWhenTheOldSessionDisconnects) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.open(1, "pol", "r");
+  h.connect(2);
+  EXPECT_FALSE(h.open_raw(Open{2, 50, "pol", "r", 0, 1}));
+  h.advance(10);
+  h.send(Disconnect{1});
+  auto r = h.reply_to(2, 50);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, Status::kOk);
+}
+
+// Two live processes claim one shard: the second is refused once the wait (heartbeat_timeout)
+// has passed, not before, and the holder keeps its shard.
+TEST(MembershipTest, OpenOfALiveSessionsShardIsRefusedAfterTheWait) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  MemberId held = h.open(1, "pol", "r");
+  ASSERT_EQ(h.publish(1, held, 3), Status::kOk);
+  h.connect(2);
+  EXPECT_FALSE(h.open_raw(Open{2, 50, "pol", "r", 0, 1}));
+  for (int i = 0; i < 9; ++i) {
+    h.advance(100);
+    h.send(Heartbeat{1});
+    ASSERT_FALSE(h.reply_to(2, 50)) << "answered after " << (i + 1) * 100 << " us";
+  }
+  h.advance(100);
+  h.send(Heartbeat{1});
+  auto r = h.reply_to(2, 50);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, Status::kState);
+  EXPECT_NE(r->detail.find("already open"), std::string::npos) << r->detail;
+  RequestId u = h.unpublish(1, held);  // still the holder's: it unpublishes, publishes again
+  ASSERT_TRUE(h.reply_to(1, u));
+  EXPECT_EQ(h.reply_to(1, u)->status, Status::kOk);
+  EXPECT_EQ(h.publish(1, held, 4), Status::kOk);
+}
+
+// The waiting process goes away: its Open is forgotten (nobody is owed an answer) and the
+// shard stays with its holder.
+TEST(MembershipTest, WaitingOpenOfAClientThatWentIsForgotten) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  MemberId held = h.open(1, "pol", "r");
+  h.connect(2);
+  EXPECT_FALSE(h.open_raw(Open{2, 50, "pol", "r", 0, 1}));
+  h.send(Disconnect{2});
+  h.advance(2000);
+  h.send(Heartbeat{1});
+  EXPECT_FALSE(h.reply_to(2, 50));
+  EXPECT_EQ(h.publish(1, held, 1), Status::kOk);
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

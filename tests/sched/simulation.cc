@@ -142,6 +142,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   // Acks are checked against the view after the whole step: one event may both complete
   // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
   acks_.clear();
+  opened_now_.clear();
   for (const Action& a : acts) act(a);
   if (in_place.second >= 0 && sessions_.count(in_place.first)) {
     Session& ss = sessions_.at(in_place.first);

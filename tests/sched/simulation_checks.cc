@@ -14,13 +14,13 @@
 
 namespace thub::sched::sim::detail {
 
-int World::model_retain(const std::string& model) const {
+int World::model_retain(const std::string& model, bool before_opens) const {
   int k = 0;
   for (const auto& [cid, ss] : sessions_) {
     const Actor& b = actor_of(ss);
     if (b.name != model) continue;
     for (const ShardView& t : ss.sh)
-      if (t.id) k = std::max(k, b.retain);
+      if (t.id && !(before_opens && opened_now_.count(t.id))) k = std::max(k, b.retain);
   }
   return k;
 }
@@ -300,6 +300,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
   const bool ok = rep.status == Status::kOk;
   if (out.op == Op::kOpen && ok) {
     owner_[rep.member] = {c, s};
+    opened_now_.insert(rep.member);
     const bool decided = sh.round_decided;  // a transaction may already keep a slot for it
     sh = ShardView{};
     sh.id = rep.member;
@@ -375,17 +376,23 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     // The round moved to rep.version (sched/transaction.cc, lose_round): every shard of it
     // gets that version from now on, from sources chosen anew.
     // rep.source: a member of the replica it planned as the new source, whose slots it
-    // keeps for every shard until each asks again (an upper bound: counted as busy).
-    ss.has_first = true;
-    ss.first_v = rep.version;
-    ss.first_src = 0;
-    ss.first_plan.clear();
-    ss.moved_round = ss.txn_round;
-    if (auto own = owner_.find(rep.source); rep.source && own != owner_.end()) {
-      ss.first_src = own->second.first;
-      if (auto fs = sessions_.find(ss.first_src); fs != sessions_.end())
-        for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
-      for (ShardView& t : ss.sh) t.round_decided = false;
+    // keeps for every shard until each asks again (an upper bound: counted as busy). A later
+    // shard told of the same move without a source (sched/transaction.cc: "the round
+    // moved") leaves that plan standing: the registry's transaction still keeps its slots.
+    const bool same_move = ss.has_first && ss.moved_round == ss.txn_round && ss.first_v == rep.version &&
+                           ss.first_src && !rep.source;
+    if (!same_move) {
+      ss.has_first = true;
+      ss.first_v = rep.version;
+      ss.first_src = 0;
+      ss.first_plan.clear();
+      ss.moved_round = ss.txn_round;
+      if (auto own = owner_.find(rep.source); rep.source && own != owner_.end()) {
+        ss.first_src = own->second.first;
+        if (auto fs = sessions_.find(ss.first_src); fs != sessions_.end())
+          for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
+        for (ShardView& t : ss.sh) t.round_decided = false;
+      }
     }
     ++res_.rounds_moved;
   }
@@ -446,9 +453,11 @@ void World::check_unpublish_ack(ClientId c, int s) {
   if (a.spot || v < 0 || sh.host_reg.count(v) || failed_.count(sh.id) || failed_host_.count({sh.id, v})) return;
   // (Nor when its host copy could not be made: the registry had no copy to keep.)
   if (sh.copy_failed == v) return;
-  // Within one step `retain` only grows (an Open) or only shrinks (removals): the registry
-  // decided with a value between before and after; only the smaller one is sure.
-  int k = std::min(model_retain(a.name), retain_before_[a.name]);
+  // Within one step `retain` shrinks (removals: an expired session) and then grows (an
+  // Open: the step's own, or one that waited for that session to go): the registry decided
+  // with a value between before and after, or with the one in between; only the smallest
+  // one is sure.
+  int k = std::min({model_retain(a.name), retain_before_[a.name], model_retain(a.name, true)});
   const auto& pub = published_[a.name];
   bool retained = false;
   int j = 0;

@@ -28,6 +28,7 @@ void World::add_actor() {
   // Faultless worlds: half the trainers take long steps (a version stays published 300-800
   // ms, as a real trainer's does for a step), so that latest requests meet versions that stay.
   if (faultless_ && a.trainer) a.long_steps = chance(500);
+  a.unsync = a.trainer && chance(400);
   actors_.push_back(std::move(a));
 }
 
@@ -59,6 +60,7 @@ void World::start_process(int i) {
   Actor& a = actors_[i];
   a.sh.clear();
   a.sh.resize(a.n);
+  a.unsync_versions.clear();  // a new process publishes new versions
   for (int s = 0; s < a.n; ++s) {
     Shard& sh = a.sh[s];
     sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot});
@@ -74,9 +76,22 @@ bool World::idle(const Actor& a) const {
   return true;
 }
 
+namespace {
+// Every model handle of the process is open (an unsynchronised trainer's shards step alone then).
+bool all_open(const Actor& a) {
+  for (const Shard& s : a.sh)
+    if (s.m->phase() == MemberMachine::Phase::kNew || s.m->phase() == MemberMachine::Phase::kClosed) return false;
+  return !a.sh.empty();
+}
+}  // namespace
+
 // When no operation is under way, the program decides what to do next after a while.
 void World::progress(int i) {
   Actor& a = actors_[i];
+  if (a.unsync && a.alive && !quiet_ && all_open(a) && a.conn.st != Conn::St::kGone) {
+    for (int s = 0; s < a.n; ++s) progress_shard(i, s);
+    return;
+  }
   if (!a.alive || a.thinking || quiet_ || a.sh.empty() || !idle(a)) return;
   a.thinking = true;
   uint64_t proc = a.proc;
@@ -88,6 +103,34 @@ void World::progress(int i) {
     b.thinking = false;
     if (!idle(b) || quiet_) return;
     next_phase(i);
+  });
+}
+
+// An unsynchronised trainer's shard: 0-3 ms after its last step (300-800 ms holding a version
+// in a faultless world's long steps), it unpublishes what it holds, else publishes the replica's
+// next version (the first shard to get there draws it), whatever its siblings are doing.
+void World::progress_shard(int i, int s) {
+  Actor& a = actors_[i];
+  if (!a.alive || quiet_ || s >= static_cast<int>(a.sh.size())) return;
+  Shard& sh = a.sh[s];
+  if (!sh.ops.empty() || sh.starting || sh.thinking) return;
+  sh.thinking = true;
+  const uint64_t proc = a.proc, reg = sh.reg;
+  Time think = static_cast<Time>(r(4)) * kMs;
+  if (a.long_steps && sh.user_held >= 0) think = (300 + static_cast<Time>(r(500))) * kMs;
+  at(think, [=] {
+    Actor& b = actors_[i];
+    if (b.proc != proc || !b.alive || s >= static_cast<int>(b.sh.size()) || b.sh[s].reg != reg) return;
+    Shard& t = b.sh[s];
+    t.thinking = false;
+    if (!t.ops.empty() || t.starting || quiet_) return;
+    if (b.conn.st == Conn::St::kGone || !all_open(b)) {  // a new context, or handles to open
+      if (idle(b)) progress(i);
+      return;
+    }
+    if (t.user_held >= 0) return start_op(i, s, OpRecord::Kind::kUnpublish, -1, false, 0, false);
+    if (t.next_pub >= b.unsync_versions.size()) b.unsync_versions.push_back(next_version_[b.model]++);
+    start_op(i, s, OpRecord::Kind::kPublish, b.unsync_versions[t.next_pub++], false, 0, false);
   });
 }
 

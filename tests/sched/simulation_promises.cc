@@ -127,7 +127,12 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
   // A publish that the registry took starts the staging behind it.
   if (ok && o.kind == OpRecord::Kind::kPublish && sh.staged && sh.counter.epoch != 0)
     stage(i, s, sh.reg, sh.counter.epoch, 0);
-  if (idle(a)) progress(i);
+  if (a.unsync && sh.m->phase() != MemberMachine::Phase::kNew && sh.m->phase() != MemberMachine::Phase::kClosed &&
+      o.kind != OpRecord::Kind::kOpen) {
+    progress_shard(i, s);  // its next step, whatever its siblings do
+  } else if (idle(a)) {
+    progress(i);
+  }
 }
 
 // Every shard of a replica makes the same call in a round: they must end with the same

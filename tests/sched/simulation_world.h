@@ -156,6 +156,8 @@ struct Shard {           // one shard of a process: the machine and what the dri
   std::map<uint64_t, OpRecord> ops;
   Version user_held = -1;  // what the program was told (the last CompleteOp.version)
   bool starting = false;   // an operation start is scheduled
+  bool thinking = false;   // an unsynchronised trainer's shard: its next step is scheduled
+  size_t next_pub = 0;     // ... and the index of the next version it publishes
 };
 
 struct Conn {            // the process's registry connection (src/registry/connection.cc)
@@ -178,6 +180,11 @@ struct Conn {            // the process's registry connection (src/registry/conn
 struct Actor {           // one replica (all its shards in one process)
   bool trainer = false, spot = false, alive = false;
   bool long_steps = false;  // faultless worlds: a trainer that keeps each version 300-800 ms
+  // A trainer whose shards step on their own, with no barrier between them (each publishes
+  // the replica's next version, waits 0-3 ms, unpublishes, rewrites): a sibling may already
+  // publish v+1 while another still holds v, as an unsynchronised optimizer step does.
+  bool unsync = false;
+  std::vector<Version> unsync_versions;  // the versions its shards publish, in order
   int retain = 0, n = 1, model = 0;
   std::string name, replica, dc;
   Time timeout = 0;      // the context's timeout_ms: a deadline on every request (0: none)
@@ -264,6 +271,7 @@ class World {
   void join(int i);
   void start_process(int i);
   void progress(int i);
+  void progress_shard(int i, int s);  // an unsynchronised trainer's shard: its next step
   void next_phase(int i);
   void start_op(int i, int s, OpRecord::Kind k, Version arg, bool update, Time delay, bool cancel);
   bool idle(const Actor& a) const;
@@ -279,7 +287,9 @@ class World {
   // ---- the registry seen from outside, and its invariants (simulation_checks.cc)
   void on_decided(ClientId c, Out& out, const Reply& rep);
   bool retained_now(const std::string& model, Version v) const;
-  int model_retain(const std::string& model) const;
+  // The largest `retain` of the model's open members (without those opened in this step:
+  // before_opens).
+  int model_retain(const std::string& model, bool before_opens = false) const;
   void sweep_host_copies();
   void forget_models();
   std::set<MemberId> members_of(ClientId c) const;
@@ -376,6 +386,7 @@ class World {
   };
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step
+  std::set<MemberId> opened_now_;               // members the current step's Opens made
   std::map<std::string, int> retain_before_;    // per model, before the current step
   SimResult res_;
   // Agreement: the outcomes of a round's shards so far, by (actor, process, round).

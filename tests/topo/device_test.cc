@@ -12,12 +12,7 @@
 namespace thub::topo {
 namespace {
 
-std::unique_ptr<Topology> load(const std::string& name) {
-  std::string err;
-  auto t = Topology::load_xml(test::fixture(name), &err);
-  EXPECT_EQ(err, "");
-  return t;
-}
+using test::load;
 
 std::string devices_for(const Topology& t, const std::string& device, int current_numa, std::string* note = nullptr) {
   std::string why;

@@ -1,12 +1,25 @@
 // Paths of the hwloc XML fixtures (THUB_TOPO_FIXTURES is set by CMake).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <memory>
 #include <string>
+
+#include "topo/topology.h"
 
 namespace thub::topo::test {
 
 inline std::string fixture(const std::string& name) {
   return std::string(THUB_TOPO_FIXTURES) + "/" + name;
+}
+
+// A fixture loaded as a Topology; the test fails if it does not load.
+inline std::unique_ptr<Topology> load(const std::string& name) {
+  std::string err;
+  auto t = Topology::load_xml(fixture(name), &err);
+  EXPECT_EQ(err, "");
+  return t;
 }
 
 inline const std::string kHgx = "hgx_8gpu_8nic.xml";         // 2 sockets, 8 GPUs, 8 mlx5, eno1

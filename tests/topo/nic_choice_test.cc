@@ -12,12 +12,7 @@
 namespace thub::topo {
 namespace {
 
-std::unique_ptr<Topology> load(const std::string& name) {
-  std::string err;
-  auto t = Topology::load_xml(test::fixture(name), &err);
-  EXPECT_EQ(err, "");
-  return t;
-}
+using test::load;
 
 std::vector<std::string> names(const std::vector<Nic>& nics) {
   std::vector<std::string> out;

@@ -5,6 +5,7 @@
 // every decision is deterministic (the unordered ones are only looked up).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -174,7 +175,15 @@ struct Client {
   std::set<MemberId> members;
   uint64_t stored_bytes = 0;            // its members' descriptors (Config's budgets)
   std::map<RequestId, Reply> recent;    // reply cache: retries and duplicates get the same
+  // The cache is kept per member (kRecentPerMember replies each; kRecentPerClient for the
+  // requests of no member, as Open): a member's retry comes while its operation waits for
+  // the lost answer, so its own later replies are few, whatever its siblings do (a process
+  // of 16 shards answered a few hundred times in one retry interval). `asked`: the member
+  // of each request not answered yet (at most kAskedPerClient, oldest dropped first).
+  std::map<MemberId, std::deque<RequestId>> recent_by_member;
+  std::map<RequestId, MemberId> asked;
 };
+inline constexpr size_t kRecentPerMember = 16, kRecentPerClient = 64, kAskedPerClient = 4096;
 
 // The deferred Replicates that share one (model, num_shards, spec, newer_than), by arrival.
 // While a replica holds nothing and has no transaction, its request's answer depends on that
@@ -252,6 +261,7 @@ class Core {
   // then) but no longer take a reader slot (load); a Disconnect or a Close ends them at once.
   void remove_client(ClientId c, bool orphan_reads = false);
   void forget_member(MemberId m, bool orphan_reads = false);  // holdings go, leases on it stay
+  void forget_recent(ClientId client, MemberId id);           // its cached answers: the client's
   void hide_leaving(Member& m);  // unindexed for good: no longer a holder for any decision
   bool expire_orphans();
   // The splice: when a partial member M that reads from P and is read by R goes away, P's

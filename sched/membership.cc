@@ -128,12 +128,30 @@ void Core::hide_leaving(Member& m) {
   m.leaving = true;
 }
 
+// A forgotten member's cached answers join those of its client's requests of no member (a
+// retry of its Close, or of what came just before, is still answered the same).
+void Core::forget_recent(ClientId client, MemberId id) {
+  auto cit = clients_.find(client);
+  if (cit == clients_.end()) return;
+  Client& c = cit->second;
+  auto q = c.recent_by_member.find(id);
+  if (q == c.recent_by_member.end()) return;
+  std::deque<RequestId>& rest = c.recent_by_member[0];
+  rest.insert(rest.end(), q->second.begin(), q->second.end());
+  c.recent_by_member.erase(q);
+  while (rest.size() > kRecentPerClient) {
+    c.recent.erase(rest.front());
+    rest.pop_front();
+  }
+}
+
 void Core::forget_member(MemberId id, bool orphan_reads) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   Member& m = it->second;
   hide_leaving(m);  // before its own lease ends (that may end a drain: see remove_client)
   undefer_member(id);
+  forget_recent(m.client, id);
   // Chosen while m's own lease still says where it read from; held once that lease has
   // freed the slot (below), so the count never passes max_readers_per_source.
   auto splice = splice_candidate(m);

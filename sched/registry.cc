@@ -40,6 +40,10 @@ namespace {
 template <class E>
 constexpr bool kIsRequest = !std::is_same_v<E, Connect> && !std::is_same_v<E, Disconnect> &&
                             !std::is_same_v<E, Heartbeat> && !std::is_same_v<E, Tick>;
+template <class E, class = void>
+constexpr bool kHasMember = false;  // a request about one member (all but Open)
+template <class E>
+constexpr bool kHasMember<E, std::void_t<decltype(std::declval<E>().member)>> = true;
 }  // namespace
 
 std::vector<Action> Core::step(const Event& ev, Time now) {
@@ -85,6 +89,10 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
             const Member& m = members_.at(id);
             if (m.unpublish_pending && m.unpublish_req == e.req) return;
           }
+          MemberId of = 0;
+          if constexpr (kHasMember<E>) of = e.member;
+          c.asked[e.req] = of;
+          if (c.asked.size() > kAskedPerClient) c.asked.erase(c.asked.begin());
           on(e);
         }
       },
@@ -108,9 +116,20 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
 void Core::reply(Reply r) {
   auto it = clients_.find(r.client);
   if (it == clients_.end()) return;  // the client is gone: the reply is discarded
-  auto& recent = it->second.recent;
-  recent[r.req] = r;
-  while (recent.size() > 64) recent.erase(recent.begin());
+  Client& c = it->second;
+  MemberId of = 0;
+  if (auto a = c.asked.find(r.req); a != c.asked.end()) {
+    of = a->second;
+    c.asked.erase(a);
+  }
+  if (!c.members.count(of)) of = 0;  // (a closed member's last answers go with the client's)
+  c.recent[r.req] = r;
+  std::deque<RequestId>& order = c.recent_by_member[of];
+  order.push_back(r.req);
+  while (order.size() > (of ? kRecentPerMember : kRecentPerClient)) {
+    c.recent.erase(order.front());
+    order.pop_front();
+  }
   out_.emplace_back(std::move(r));
 }
 

@@ -713,6 +713,7 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   if (it == members_.end()) return;
   Member& s = it->second;
   std::vector<Pending> in_rounds;  // its regrants in a committing round: the round's loss
+  bool held_done = false;          // its answer waits for its round's commit
   unindex(s);
   chains_changed();  // s.intact, s.buf
   if (from_offload) {
@@ -722,6 +723,14 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
     if (auto bm = pending_by_member_.find(id); bm != pending_by_member_.end())
       for (uint64_t seq : bm->second) pending_.at(seq).restorable = false;
   } else if ((s.buf == Buf::kHolding || s.buf == Buf::kReceiving) && s.version == v) {
+    // Holding its round's version, its answer held for the round's commit (a TransferDone,
+    // a whole resume): it cannot hold the version now, so no shard does (the round fails on
+    // every shard, as for a TransferDone that comes after the judgment). Without this the
+    // commit answered it with success and no version (seed 23515).
+    if (const Transaction* t = round_of(s); t && !t->committed && t->status == Status::kOk && t->version == v) {
+      auto d = t->done.find(s.shard);
+      held_done = d != t->done.end() && d->second.member == s.id;
+    }
     // Its own transfer (if any) goes on until it reports: a lease ends only when its reader
     // stops reading. A regrant it waits for is answered: its data is considered failed.
     for (PendingIt it = first_pending(id); it != pending_.end(); it = first_pending(id)) {
@@ -738,6 +747,9 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
   }
   index(s);
   check_drain(s);
+  if (held_done && members_.count(id) && round_of(members_.at(id)))
+    lose_round(members_.at(id), nullptr, Status::kTransport,
+               "this member was reported failed by its readers; unpublish, then replicate again");
   for (const Pending& q : in_rounds)
     if (auto mit = members_.find(q.member); mit != members_.end() && round_of(mit->second))
       lose_round(mit->second, &q, Status::kTransport,

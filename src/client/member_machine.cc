@@ -287,6 +287,12 @@ void MemberMachine::on(const RegistryReply& e) {
         return;
       }
       member_ = r.member;  // (its Open told what the registry before decided of our rounds)
+      // The round it reported in progress ended meanwhile, unasked here (its transfer failed
+      // here, its give-up had no member to go to): the round's other shards, kept waiting for
+      // this one, get how it ended (seed 3962 with THUB_SIM_TIMEOUTS=1: a sibling's resume was
+      // never answered).
+      if (reopen_told_open_ && !(in_round() && phase_ == Phase::kReceiving)) tell_round_done();
+      reopen_told_open_ = false;
       if (needs_publish_) republish();
       resume_op();
       break;
@@ -640,7 +646,9 @@ void MemberMachine::reopen() {
   }
   if (phase_ == Phase::kHolding) needs_publish_ = true;
   open_pending_ = true;
-  send(Purpose::kReopen, reopen_request());
+  sched::Open o = reopen_request();
+  reopen_told_open_ = o.round_open;
+  send(Purpose::kReopen, std::move(o));
 }
 
 // A shard of a replica of several shards tells the new registry what the one before decided

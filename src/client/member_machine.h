@@ -244,6 +244,9 @@ class MemberMachine {
   std::string gone_detail_;
   sched::MemberId member_ = 0;      // in the current registry (0: not open there yet)
   bool open_pending_ = false;       // OPEN sent to the current registry
+  // ... and it reported a round in progress (round_open): if that round ends here before the
+  // OPEN is answered (a local failure of its transfer), the registry is told once it is.
+  bool reopen_told_open_ = false;
   uint64_t generation_ = 0;         // the registry (connection generation) member_ belongs to
   int64_t version_ = -1;            // held (kHolding) or being received (kReceiving)
   std::string descriptor_;          // how to read what we hold (re-publish after failover)

@@ -772,6 +772,34 @@ TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
   EXPECT_EQ(again->second.round, 1u);
 }
 
+// Seed 3962 (THUB_SIM_TIMEOUTS=1): the re-open reported round 1 in progress (its transfer
+// went on), then the transfer failed here before the OPEN was answered: its give-up had no
+// member to go to. Once the OPEN is answered the registry is told how the round ended here,
+// so that the sibling kept waiting for this shard gets that answer too.
+TEST_F(MemberMachineTest, RoundThatEndedBeforeTheReopenWasAnsweredIsToldDone) {
+  uint64_t op = 0;
+  uint64_t transfer = granted_in_round(0, &op);
+  ASSERT_NE(transfer, 0u);
+  clear();
+  step(RegistryLost{});
+  step(RegistryBack{1});
+  auto reopen = sent<sched::Open>();
+  ASSERT_TRUE(reopen);
+  EXPECT_TRUE(reopen->second.round_open);
+  step(TransferEnded{transfer, Code::kTransport, false, 0, "copying out to the tensors failed"});
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kTransport);
+  EXPECT_FALSE(sent<sched::Cancel>()) << "no member to tell yet";
+  clear();
+  ok(reopen->first, 2);
+  auto done = sent<sched::Cancel>();
+  ASSERT_TRUE(done) << "the round this shard reported open ended here unasked";
+  EXPECT_EQ(done->second.member, 2u);
+  EXPECT_EQ(done->second.round, 1u);
+  EXPECT_EQ(done->second.status, sched::Status::kTransport);
+  // A round still in progress at the answer is not told done (ResumeAtANewRegistryAsksInItsRound).
+}
+
 // Issue 18, a round across a registry failover: a shard of a replica of several shards whose
 // TransferDone waited for the round's commit when the registry died does not end with
 // success (its siblings, whose answers were lost, may get another answer at the next

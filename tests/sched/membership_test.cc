@@ -215,5 +215,45 @@ TEST(MembershipTest, WaitingOpenOfAClientThatWentIsForgotten) {
   EXPECT_EQ(h.publish(1, held, 1), Status::kOk);
 }
 
+// Every request is idempotent by (client, req): a retry of a member's request gets the same
+// reply from the cache, also after its 15 sibling shards of the same process were answered
+// 100 times meanwhile (the cache is kept per member, not just the client's last 64).
+TEST(MembershipTest, RetryIsAnsweredFromTheCacheWhateverTheSiblingsDid) {
+  Harness h;
+  h.connect(1);
+  std::vector<MemberId> m;
+  for (int s = 0; s < 16; ++s) m.push_back(h.open(1, "pol", "t", s, 16));
+  auto first = h.open_raw(Open{1, 500, "pol", "t2", 0, 1});  // a request of no member
+  ASSERT_TRUE(first && first->status == Status::kOk);
+  h.send(Publish{1, 501, m[0], 1, 7, "d0"});
+  ASSERT_TRUE(h.reply_to(1, 501));
+  ASSERT_EQ(h.reply_to(1, 501)->status, Status::kOk);
+  RequestId q = 1000;
+  for (int i = 0; i < 100; ++i)
+    for (int s = 1; s < 16; ++s) {
+      h.send(Publish{1, ++q, m[s], i, 7, "d"});
+      ASSERT_TRUE(h.reply_to(1, q));
+      h.send(Unpublish{1, ++q, m[s]});
+      ASSERT_TRUE(h.reply_to(1, q));
+    }
+  // The retry: answered as before (a new Publish would be refused: already holding v1).
+  h.send(Publish{1, 501, m[0], 1, 7, "d0"});
+  auto again = h.reply_to(1, 501);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, Status::kOk) << again->detail;
+  // Past kRecentPerMember of its own answers, an old one is gone: it is a new request then.
+  for (int i = 0; i < 16; ++i) {
+    Cancel c{};
+    c.client = 1;
+    c.req = ++q;
+    c.member = m[0];
+    h.send(c);
+  }
+  h.send(Publish{1, 501, m[0], 1, 7, "d0"});
+  again = h.reply_to(1, 501);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, Status::kState) << again->detail;
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

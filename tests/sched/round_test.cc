@@ -433,5 +433,45 @@ TEST(RoundTest, ShardThatGivesUpFailsTheRoundOnItsSiblings) {
   EXPECT_TRUE(s.h.reply_to(2, u1));
 }
 
+// Seed 23515: a shard holding its round's version, its TransferDone held for the round's
+// commit, is judged failed (its reader's report, failure_reports = 1): it cannot hold the
+// version now, so the round fails on every shard with THUB_ERR_TRANSPORT, its held answer too
+// (the commit used to answer it with success and no version, beside its siblings' v1).
+TEST(RoundTest, AShardJudgedFailedWhileItsDoneWaitsFailsTheRound) {
+  Config cfg{5'000'000, 1, true};  // one reader per source, pipelining: x reads from r
+  cfg.failure_reports = 1;
+  Harness h(cfg);
+  h.connect(1);
+  MemberId t0 = h.open(1, "pol", "t", 0, 2), t1 = h.open(1, "pol", "t", 1, 2);
+  h.connect(2);
+  MemberId r0 = h.open(2, "pol", "r", 0, 2), r1 = h.open(2, "pol", "r", 1, 2);
+  h.connect(3);
+  MemberId x0 = h.open(3, "pol", "x", 0, 2);
+  h.open(3, "pol", "x", 1, 2);
+  ASSERT_EQ(h.publish(1, t0, 1), Status::kOk);
+  ASSERT_EQ(h.publish(1, t1, 1), Status::kOk);
+  auto ask = [&](ClientId c, MemberId m, uint64_t round) {
+    RequestId q = h.next_req();
+    h.send(Replicate{c, q, m, 1, -1, 7, "d" + std::to_string(m), round});
+    return h.reply_to(c, q);
+  };
+  auto g0 = ask(2, r0, 1), g1 = ask(2, r1, 1);
+  ASSERT_TRUE(g0 && g0->status == Status::kOk && g0->source == t0);
+  ASSERT_TRUE(g1 && g1->status == Status::kOk && g1->source == t1);
+  auto gx = ask(3, x0, 1);  // t0 serves r0: x0 follows r0 (pipeline)
+  ASSERT_TRUE(gx && gx->status == Status::kOk);
+  ASSERT_EQ(gx->source, r0);
+  RequestId d0 = h.done(2, r0, g0->lease);
+  EXPECT_FALSE(h.reply_to(2, d0)) << "held for the round's commit (r1 still reads)";
+  h.failed(3, x0, gx->lease, 0);  // x0 finds r0's bytes broken: r0 is judged failed
+  auto a0 = h.reply_to(2, d0);
+  ASSERT_TRUE(a0) << "the held answer of a shard judged failed waits no more";
+  EXPECT_EQ(a0->status, Status::kTransport) << a0->detail;
+  RequestId d1 = h.done(2, r1, g1->lease);
+  auto a1 = h.reply_to(2, d1);
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->status, Status::kTransport) << "one outcome on every shard: " << a1->detail;
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

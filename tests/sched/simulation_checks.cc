@@ -286,7 +286,8 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
   if (out.op == Op::kReplicate && a.n > 1) {
     auto key = std::make_tuple(ss.actor, a.proc, a.round);
     auto [it, fresh] = round_opened_.try_emplace(key, now_);
-    if (!fresh && now_ > it->second + cfg_.round_hold) late_rounds_.insert(key);
+    // (at round_hold: the registry commits the round at the start of that step, before this)
+    if (!fresh && now_ >= it->second + cfg_.round_hold) late_rounds_.insert(key);
   }
   if (out.op == Op::kReplicate) {
     if (out.round > ss.txn_round) {  // the first decision of a new round

@@ -35,7 +35,12 @@ void World::add_actor() {
 int World::model_shards(int model) {
   auto it = shards_.find(model);
   if (it != shards_.end()) return it->second;
-  int n = faultless_ ? 1 + static_cast<int>(r(16)) : chance(500) ? 1 : 2 + static_cast<int>(r(3));
+  // Half the models have one shard; of the others, one in five has 5-16 (faults in rounds of
+  // many shards), the rest 2-4. Faultless worlds: 1-16.
+  int n = faultless_ ? 1 + static_cast<int>(r(16))
+          : chance(500) ? 1
+          : chance(200) ? 5 + static_cast<int>(r(12))
+                        : 2 + static_cast<int>(r(3));
   shards_[model] = n;
   return n;
 }

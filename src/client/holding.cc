@@ -41,17 +41,59 @@ void Holding::map(transport::Worker& w, uint64_t threshold, bool copy, const All
     stream.add(shadow->data(), plan.total_bytes());
     if (plan.total_bytes() > 0) regions.push_back(shadow);
   } else {
+    compact.reset();
     if (plan.compact_bytes() > 0) {
       compact = w.allocate(plan.compact_bytes(), any_cuda);
       stream.add(compact->data(), plan.compact_bytes());
-      regions.push_back(compact);
     }
+    // Tensors back to back in host memory (one allocation, as a flat parameter buffer or
+    // THUB_Alloc_mem lays them out) share one segment, one registration and one rkey: the
+    // first publish registers per allocation, not per tensor (8,192 tensors: 1 registration),
+    // and the descriptor and the reads' cuts shrink with it. CUDA tensors stay apart (two
+    // cudaMalloc allocations may be adjacent; one registration cannot span them).
     for (size_t i : plan.order()) {
       const Tensor& t = table.tensors()[i];
       if (plan.packed(i)) continue;
-      stream.add(t.addr, t.bytes);
-      std::shared_ptr<transport::MemoryRegion> r = find ? find(t.addr, t.bytes) : nullptr;
-      regions.push_back(r ? std::move(r) : std::shared_ptr<transport::MemoryRegion>(w.map(t.addr, t.bytes)));
+      stream.add(t.addr, t.bytes, t.memtype != kMemCuda);
+    }
+    // One registration per span of the shard's own host tensors (the union of their ranges):
+    // segments apart only because tiny tensors between them travel packed still share it
+    // (its extra bytes are this shard's tensors, served anyway), never memory the user did not
+    // register. A span inside one THUB_Alloc_mem allocation is served from that region.
+    std::vector<std::pair<char*, char*>> spans;
+    for (const Tensor& t : table.tensors())
+      if (t.bytes > 0 && t.memtype != kMemCuda) spans.emplace_back(t.addr, t.addr + t.bytes);
+    std::sort(spans.begin(), spans.end());
+    size_t n = 0;
+    for (const auto& sp : spans) {
+      if (n > 0 && sp.first <= spans[n - 1].second) {
+        spans[n - 1].second = std::max(spans[n - 1].second, sp.second);
+      } else {
+        spans[n++] = sp;
+      }
+    }
+    spans.resize(n);
+    std::vector<std::shared_ptr<transport::MemoryRegion>> span_regions(spans.size());
+    auto registered = [&](char* lo, uint64_t len) {
+      std::shared_ptr<transport::MemoryRegion> r = find ? find(lo, len) : nullptr;
+      return r ? r : std::shared_ptr<transport::MemoryRegion>(w.map(lo, len));
+    };
+    for (const Segment& sg : stream.segments()) {
+      if (compact && sg.addr == compact->data()) {
+        regions.push_back(compact);
+        continue;
+      }
+      if (!sg.mergeable) {  // CUDA memory: its own registration
+        regions.push_back(registered(sg.addr, sg.bytes));
+        continue;
+      }
+      auto it = std::upper_bound(spans.begin(), spans.end(), sg.addr,
+                                 [](char* a, const std::pair<char*, char*>& sp) { return a < sp.first; });
+      const size_t k = static_cast<size_t>(it - spans.begin()) - 1;  // the span holding the segment
+      if (!span_regions[k]) {
+        span_regions[k] = registered(spans[k].first, static_cast<uint64_t>(spans[k].second - spans[k].first));
+      }
+      regions.push_back(span_regions[k]);
     }
   }
   counter_region_ = w.map(counter_->address(), sizeof(uint64_t));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <set>
 #include <vector>
 
 #include "src/client/context.h"
@@ -68,6 +69,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   std::atomic<int64_t> held{-1};
   std::atomic<uint64_t> total_bytes{0};
   std::atomic<uint64_t> counter_reads{0}, gets{0}, compact_bytes{0}, compacted_tensors{0}, copy_mode{0};
+  std::atomic<uint64_t> registrations{0};
   std::atomic<uint64_t> path_bytes[transport::kReadPathCount] = {};  // of the last transfer, per read path
   std::atomic<uint64_t> pack_us{0}, unpack_us{0};
   std::atomic<uint64_t> replications{0}, partial_sources{0}, source_failures{0}, offloads{0}, republished{0};
@@ -168,6 +170,9 @@ void Model::Core::freeze() {
            [this](const void* p, uint64_t n) { return ctx.find_allocation(p, n); });
   compact_bytes = live.plan.compact_bytes();
   compacted_tensors = live.plan.packed_count();
+  std::set<const void*> distinct;  // segments that share a registration count once
+  for (const auto& r : live.regions) distinct.insert(r.get());
+  registrations = distinct.size();
   copy_mode = copy ? 1 : 0;
   frozen = true;
 }
@@ -545,6 +550,7 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("compact_bytes"): return u(c.compact_bytes);
     case stat_key("compacted_tensors"): return u(c.compacted_tensors);
     case stat_key("copy_mode"): return u(c.copy_mode);
+    case stat_key("registrations"): return u(c.registrations);
     case stat_key("pack_us"): return u(c.pack_us);
     case stat_key("unpack_us"): return u(c.unpack_us);
     case stat_key("bytes_ucx_get"): return path(transport::ReadPath::kUcxGet);

@@ -37,9 +37,13 @@ size_t StreamPlan::tensor_at(uint64_t off) const {
   return order_.empty() ? 0 : order_.back();
 }
 
-void Stream::add(char* addr, uint64_t bytes) {
+void Stream::add(char* addr, uint64_t bytes, bool merge) {
   if (bytes == 0) return;
-  segs_.push_back({addr, bytes, total_});
+  if (merge && !segs_.empty() && segs_.back().mergeable && segs_.back().addr + segs_.back().bytes == addr) {
+    segs_.back().bytes += bytes;
+  } else {
+    segs_.push_back({addr, bytes, total_, merge});
+  }
   total_ += bytes;
 }
 

@@ -63,12 +63,17 @@ struct Segment {
   char* addr = nullptr;
   uint64_t bytes = 0;
   uint64_t offset = 0;
+  bool mergeable = false;  // host memory of the user's tensors: a contiguous next one joins it
 };
 
 // The local memory a holder serves its stream from, as segments in stream order.
 class Stream {
  public:
-  void add(char* addr, uint64_t bytes);
+  // Appends [addr, addr + bytes) to the stream. `merge`: host memory that may share a segment
+  // (and so one registration) with the previous one when that one is mergeable and ends
+  // exactly at `addr` (tensors laid out back to back, as in one allocation); never across a
+  // gap, whose bytes would then be served too.
+  void add(char* addr, uint64_t bytes, bool merge = false);
   [[nodiscard]] const std::vector<Segment>& segments() const { return segs_; }
   [[nodiscard]] uint64_t total_bytes() const { return total_; }
   [[nodiscard]] size_t find(uint64_t off) const;  // the segment holding `off` (< total)

@@ -29,6 +29,8 @@ inline constexpr StatKeySpec kStatKeys[] = {
     {"compact_bytes", "bytes of the packed tiny tensors (compaction_threshold)"},
     {"compacted_tensors", "tensors packed because they are below compaction_threshold"},
     {"copy_mode", "1 when the shard is served through a staging copy, else 0"},
+    {"registrations",
+     "memory regions this shard serves its stream from (tensors back to back in host memory share one)"},
     {"pack_us", "time spent packing (and staging) at the last publish, in us"},
     {"unpack_us", "time spent copying out the last transfer to the tensors, in us"},
     {"bytes_ucx_get", "bytes of the last transfer read with UCX gets (ucp_get_nbx)"},

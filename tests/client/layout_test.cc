@@ -1,6 +1,7 @@
 // The shard's byte stream: offsets, 0-byte tensors, layout hashes and integrity blocks.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 #include "src/client/descriptor.h"
@@ -112,6 +113,64 @@ TEST(ProgressCounterTest, BytesCountOnlyForTheTaggedVersion) {
   EXPECT_EQ(counter_bytes_of(counter_value(7, kMaxShardBytes), 7), kMaxShardBytes);
   EXPECT_EQ(counter_bytes_of(0, 0), 0u);
   EXPECT_EQ(counter_bytes_of(counter_value((1 << 24) + 3, 5), 3), 5u);  // the tag is the low 24 bits
+}
+
+}  // namespace
+}  // namespace thub::client
+
+#include "src/client/holding.h"
+#include "src/transport/worker.h"
+
+namespace thub::client {
+namespace {
+
+// Tensors back to back in host memory share one stream segment; a gap, a segment that may
+// not merge (CUDA, the compact buffer) or one after it starts a new segment.
+TEST(StreamTest, BackToBackHostTensorsShareOneSegment) {
+  std::vector<char> buf(3 * 4096 + 200);
+  Stream s;
+  s.add(buf.data(), 4096, true);
+  s.add(buf.data() + 4096, 4096, true);          // joins: one segment of 8 KiB
+  s.add(buf.data() + 8192 + 1, 100, true);       // one byte apart: a new segment
+  s.add(buf.data() + 8192 + 101, 50, false);     // may not merge
+  s.add(buf.data() + 8192 + 151, 10, true);      // after one that may not merge
+  ASSERT_EQ(s.segments().size(), 4u);
+  EXPECT_EQ(s.segments()[0].bytes, 8192u);
+  EXPECT_EQ(s.segments()[1].offset, 8192u);
+  EXPECT_EQ(s.segments()[3].offset, 8192u + 150);
+  EXPECT_EQ(s.total_bytes(), 8192u + 160);
+  EXPECT_EQ(s.find(8191), 0u);
+  EXPECT_EQ(s.find(8192), 1u);
+}
+
+// Issue 21 item 4: a shard whose tensors tile one allocation registers it once. The packed
+// tiny tensors between large ones split the stream's segments, not the registration (their
+// bytes are the shard's own); a tensor elsewhere gets a registration of its own, and the
+// descriptor names every segment with its registration's key.
+TEST(StreamTest, AHoldingRegistersEachSpanOfItsTensorsOnce) {
+  std::unique_ptr<transport::Worker> w = transport::Worker::create({});
+  std::vector<char> flat(64 * 16384 + 64 * 8), apart(16384);
+  Holding h;
+  size_t off = 0;
+  for (int i = 0; i < 64; ++i) {
+    h.table.add("w" + std::to_string(i), flat.data() + off, 16384, 0);
+    off += 16384;
+    h.table.add("b" + std::to_string(i), flat.data() + off, 8, 0);  // packed: below the threshold
+    off += 8;
+  }
+  h.table.add("elsewhere", apart.data(), apart.size(), 0);
+  h.map(*w, /*threshold=*/1024, false, nullptr);
+  // The compact segment, 64 large tensors split by the packed ones, and the one elsewhere.
+  ASSERT_EQ(h.stream.segments().size(), 1u + 64 + 1);
+  ASSERT_EQ(h.regions.size(), h.stream.segments().size());
+  std::set<const void*> distinct;
+  for (const auto& r : h.regions) distinct.insert(r.get());
+  EXPECT_EQ(distinct.size(), 3u) << "compact, the flat allocation, the tensor elsewhere";
+  const Descriptor d = decode_descriptor(h.descriptor(w->address(), 1));
+  ASSERT_EQ(d.segments.size(), h.stream.segments().size());
+  EXPECT_EQ(d.segments[1].rkey, d.segments[64].rkey);
+  EXPECT_NE(d.segments[1].rkey, d.segments[65].rkey);
+  EXPECT_EQ(d.segments[65].bytes, apart.size());
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
  *   init [key=value ...]            THUB_Init with those info keys; ok <registry address>
  *   open MODEL REPLICA SHARD N [k=v ...]
  *   tensors SIZE[,SIZE...]          allocate and register tensors t0, t1, ... (host memory)
+ *   flat SIZE[,SIZE...]             the same, back to back in one allocation (as a flat
+ *                                   parameter buffer lays them out)
  *   register NAME SIZE              register one more tensor
  *   fill SEED                       fill every tensor with a pattern of SEED
  *   check SEED                      compare every byte with the pattern of SEED
@@ -134,6 +136,35 @@ int main(void) {
         char name[32];
         snprintf(name, sizeof name, "t%d", ntensors);
         st = add_tensor(name, (size_t)strtoull(tok, NULL, 10));
+      }
+      reply_status(st, NULL);
+    } else if (strcmp(cmd, "flat") == 0) {
+      char *list = strtok(NULL, " \n");
+      char *tok, *save = NULL;
+      size_t total = 0, off = 0;
+      unsigned char *block;
+      int st = THUB_SUCCESS;
+      char copy[65536];
+      snprintf(copy, sizeof copy, "%s", list ? list : "");
+      for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) total += (size_t)strtoull(tok, NULL, 10);
+      block = total ? calloc(1, total) : NULL; /* kept until the process ends */
+      if (total && !block) st = THUB_ERR_NO_MEMORY;
+      save = NULL;
+      for (tok = strtok_r(list, ",", &save); tok && st == THUB_SUCCESS; tok = strtok_r(NULL, ",", &save)) {
+        char name[32];
+        size_t size = (size_t)strtoull(tok, NULL, 10);
+        if (ntensors >= MAX_TENSORS) {
+          st = THUB_ERR_ARG;
+          break;
+        }
+        snprintf(name, sizeof name, "t%d", ntensors);
+        st = THUB_Register(model, name, size ? block + off : NULL, size, THUB_MEM_HOST);
+        if (st == THUB_SUCCESS) {
+          bufs[ntensors] = size ? block + off : NULL;
+          sizes[ntensors] = size;
+          ntensors++;
+          off += size;
+        }
       }
       reply_status(st, NULL);
     } else if (strcmp(cmd, "register") == 0) {

@@ -97,6 +97,41 @@ TEST_P(ReplicateTest, ReadPathOfEveryByteIsReported) {
   }
 }
 
+// Issue 21 item 4: tensors back to back in one allocation (thub_peer's "flat") are served
+// from one registration, tensors apart from one each; either side reads the other byte for
+// byte (the segments of the two streams differ: the transfer cuts its reads at both).
+TEST_P(ReplicateTest, FlatAndScatteredTensorsReadEachOther) {
+  Cluster c(env());
+  auto e = c.env;
+  c.trainer = std::make_unique<PeerProcess>(e);
+  std::string r = c.trainer->cmd("init");
+  ASSERT_TRUE(ok(r)) << r;
+  c.registry = word(r, 1);
+  ASSERT_TRUE(ok(c.trainer->cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(c.trainer->cmd(std::string("flat ") + kLayout)));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill 31")));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 1")));
+  const int64_t flat_regs = stat(*c.trainer, "registrations");
+  PeerProcess& apart = c.add_rollout("apart", kLayout);  // separate allocations
+  ASSERT_TRUE(ok(apart.cmd("replicate latest")));
+  ASSERT_TRUE(ok(apart.cmd("check 31")));
+  const int64_t apart_regs = stat(apart, "registrations");
+  EXPECT_LE(flat_regs, 2) << "the packed tiny tensors' buffer and one span";
+  EXPECT_GT(apart_regs, flat_regs) << "one registration per allocation";
+  // The trainer withdraws: a flat replica reads the scattered one.
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  e["TENSORHUB_REGISTRY"] = c.registry;
+  c.rollouts.push_back(std::make_unique<PeerProcess>(e));
+  PeerProcess& flat = *c.rollouts.back();
+  ASSERT_TRUE(ok(flat.cmd("init")));
+  ASSERT_TRUE(ok(flat.cmd("open policy flat 0 1")));
+  ASSERT_TRUE(ok(flat.cmd(std::string("flat ") + kLayout)));
+  r = flat.cmd("replicate 1");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_TRUE(ok(flat.cmd("check 31")));
+  EXPECT_EQ(stat(flat, "registrations"), flat_regs);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ReplicateTest, ::testing::Values("shm", "tcp"));
 
 }  // namespace

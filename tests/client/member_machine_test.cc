@@ -125,6 +125,24 @@ class MemberMachineTest : public ::testing::Test {
     reply(rep->first, grant(4, 11));
     return began();
   }
+  // A shard granted in round 1 (granted_in_round) whose registry fails over: RegistryBack
+  // sends its OPEN, which reports round 1 in progress (checked). Returns the transfer.
+  uint64_t reopening_in_round(std::optional<std::pair<uint64_t, sched::Open>>* reopen) {
+    uint64_t op = 0;
+    uint64_t transfer = granted_in_round(0, &op);
+    EXPECT_NE(transfer, 0u);
+    clear();
+    step(RegistryLost{});
+    step(RegistryBack{1});
+    *reopen = sent<sched::Open>();
+    EXPECT_TRUE(*reopen);
+    if (*reopen) {
+      EXPECT_EQ((*reopen)->second.round, 1u);
+      EXPECT_TRUE((*reopen)->second.round_open) << "round 1 is in progress here: nothing may commit it without this shard";
+      EXPECT_EQ((*reopen)->second.round_version, 4);
+    }
+    return transfer;
+  }
   // The registry restarts: the connection is lost and comes back; the machine opens again
   // (answered with `member`) and publishes again what it holds.
   void failover(uint64_t generation, sched::MemberId member) {
@@ -751,17 +769,9 @@ TEST_F(MemberMachineTest, AResumeRefusedInARoundEndsWithTheRoundsError) {
 // transaction of round 1 at the new registry, opened by its resume or by a sibling asking
 // afresh, waits for it, so that every shard gets one answer there).
 TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
-  uint64_t op = 0;
-  uint64_t transfer = granted_in_round(0, &op);
-  ASSERT_NE(transfer, 0u);
-  clear();
-  step(RegistryLost{});
-  step(RegistryBack{1});
-  auto reopen = sent<sched::Open>();
-  ASSERT_TRUE(reopen);
-  EXPECT_EQ(reopen->second.round, 1u);
-  EXPECT_TRUE(reopen->second.round_open) << "round 1 is in progress here: nothing may commit it without this shard";
-  EXPECT_EQ(reopen->second.round_version, 4);
+  std::optional<std::pair<uint64_t, sched::Open>> reopen;
+  uint64_t transfer = reopening_in_round(&reopen);
+  ASSERT_TRUE(transfer != 0 && reopen);
   ok(reopen->first, 2);
   EXPECT_FALSE(sent<sched::Cancel>());
   clear();
@@ -777,15 +787,9 @@ TEST_F(MemberMachineTest, ResumeAtANewRegistryAsksInItsRound) {
 // member to go to. Once the OPEN is answered the registry is told how the round ended here,
 // so that the sibling kept waiting for this shard gets that answer too.
 TEST_F(MemberMachineTest, RoundThatEndedBeforeTheReopenWasAnsweredIsToldDone) {
-  uint64_t op = 0;
-  uint64_t transfer = granted_in_round(0, &op);
-  ASSERT_NE(transfer, 0u);
-  clear();
-  step(RegistryLost{});
-  step(RegistryBack{1});
-  auto reopen = sent<sched::Open>();
-  ASSERT_TRUE(reopen);
-  EXPECT_TRUE(reopen->second.round_open);
+  std::optional<std::pair<uint64_t, sched::Open>> reopen;
+  uint64_t transfer = reopening_in_round(&reopen);
+  ASSERT_TRUE(transfer != 0 && reopen);
   step(TransferEnded{transfer, Code::kTransport, false, 0, "copying out to the tensors failed"});
   ASSERT_TRUE(completed());
   EXPECT_EQ(completed()->code, Code::kTransport);

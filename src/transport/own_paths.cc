@@ -1,6 +1,7 @@
 // The reads that bypass UCX, as the worker drives them: over sockets to peers UCX would reach
 // over its tcp transport (socket_reads.h), with process_vm_readv from sources on this host
-// (process_reads.h). Progress thread only.
+// (process_reads.h); their entries, and the choice of a path, are in read_paths.cc. Progress
+// thread only.
 #include <poll.h>
 
 #include <cstdio>
@@ -9,35 +10,6 @@
 #include "src/transport/worker_impl.h"
 
 namespace thub::transport {
-
-// Chooses the peer's path when it is one of ours: process reads when the source is on this
-// host and the kernel lets us read it (its identity word checks out), else sockets where the
-// peer needs failure handling and serves them. False: UCX's path.
-bool Worker::Impl::open_own_path(Peer& p, const DecodedAddress& a) {
-  if (process_reads && a.proc.pid != 0) {
-    auto reader = std::make_unique<ProcessReader>(a.proc);
-    std::string why = reader->probe();
-    if (why.empty()) {
-      p.proc = std::move(reader);
-      return true;
-    }
-    // Elsewhere, or the kernel says no: another path. Said once, where asked (THUB_DEBUG).
-    if (proc_refused.insert(p.address).second && std::getenv("THUB_DEBUG")) {
-      std::fprintf(stderr, "tensorhub: debug: no process reads from pid %u, UCX instead: %s\n",
-                   static_cast<unsigned>(a.proc.pid), why.c_str());
-    }
-  }
-  if (p.error_handling && server && a.sock.port != 0) {
-    // Over sockets, not UCX's tcp transport (socket_reads.h).
-    p.sock = std::make_unique<ReadConnection>(a.sock);
-    if (p.sock->failed()) {
-      p.failed = true;
-      p.error = p.sock->error();
-    }
-    return true;
-  }
-  return false;
-}
 
 void Worker::Impl::add_socket_fds() {
   socket_fds.clear();

@@ -28,6 +28,7 @@
 #include "src/common/status.h"
 #include "src/transport/cuda_staging.h"
 #include "src/transport/process_reads.h"
+#include "src/transport/read_paths.h"
 #include "src/transport/served_regions.h"
 #include "src/transport/socket_reads.h"
 #include "src/transport/wire_format.h"
@@ -614,12 +615,22 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   p->lane = lane;
   p->error_handling = error_handling;
   const DecodedAddress a = decode_address(address);
-  const std::string& ucx_address = a.ucx;
-  if (impl_->open_own_path(*p, a)) {  // process reads or sockets (own_paths.cc)
-    impl_->peers[key] = p;
-    return p;
+  // The source's path: the first entry that takes it (read_paths.h; UCX's endpoint takes any).
+  std::string refused;
+  const ReadPathOps* taken = nullptr;
+  for (const ReadPathOps* o : kSourceOrder) {
+    std::string why;
+    if (o->open(*impl_, *p, a, &why)) {
+      taken = o;
+      break;
+    }
+    if (!why.empty()) refused += std::string("; not ") + o->name + ": " + why;
   }
-  impl_->connect(*p, ucx_address);
+  // Said once per source, where asked (THUB_DEBUG).
+  if (taken && std::getenv("THUB_DEBUG") && impl_->path_logged.insert(address).second) {
+    std::fprintf(stderr, "tensorhub: debug: reads from pid %u over %s%s\n", static_cast<unsigned>(a.proc.pid),
+                 taken->name, refused.c_str());
+  }
   impl_->peers[key] = p;
   return p;
 }
@@ -646,12 +657,10 @@ void Worker::forget_peer(const std::shared_ptr<Peer>& peer) {
     impl_->forget_rkeys(p.get());
     p->failed = true;
     if (p->error.empty()) p->error = "forgotten: the peer is gone";
-    if (p->sock || p->proc) {
-      Impl::SocketDone done;
-      if (p->sock) p->sock->close(p->error, &done);
-      if (p->proc) p->proc->close(p->error, &done);
-      impl_->finish_socket_reads(done);
-    }
+    Impl::SocketDone done;
+    for (const ReadPathOps* o : kReadOrder)
+      if (o->close) o->close(*p, p->error, &done);
+    impl_->finish_socket_reads(done);
     if (p->ep) impl_->abandoned.push_back(p);  // a process-read peer's, for mapped regions
   };
   const std::string address = peer->address;
@@ -699,14 +708,12 @@ void Worker::Impl::retire(const std::shared_ptr<Peer>& p) {
   forget_rkeys(p.get());
   p->failed = true;
   if (p->error.empty()) p->error = "closed: the peer stopped answering";
-  if (p->sock || p->proc) {
-    // Nothing can land after this: the socket is closed, or the reads still queued are
-    // dropped (none is ever half done between loop passes); they fail (from the loop).
-    SocketDone done;
-    if (p->sock) p->sock->close(p->error, &done);
-    if (p->proc) p->proc->close(p->error, &done);
-    finish_socket_reads(done);
-  }
+  // Nothing can land after this: the socket is closed, or the reads still queued are
+  // dropped (none is ever half done between loop passes); they fail (from the loop).
+  SocketDone done;
+  for (const ReadPathOps* o : kReadOrder)
+    if (o->close) o->close(*p, p->error, &done);
+  finish_socket_reads(done);
   if (p->ep && p->error_handling) {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -741,13 +748,7 @@ bool Worker::detects_local_peer_failure() const { return impl_->local_failure_de
 
 bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc && !peer->ep; }
 
-ReadPath Worker::read_path(const Peer& peer, const RemoteKey& key) {
-  // The same tests, in the same order, as get() makes.
-  if (peer.proc && !key.over_ucx()) return ReadPath::kProcess;
-  if (peer.sock) return ReadPath::kSocket;
-  if (peer.proc) return ReadPath::kUcxMapped;
-  return ReadPath::kUcxGet;
-}
+ReadPath Worker::read_path(const Peer& peer, const RemoteKey& key) { return read_path_for(peer, key).kind; }
 
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
@@ -761,45 +762,34 @@ void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uin
     impl_->post([cb = std::move(cb)] { cb(false, "read outside the region the source registered"); });
     return;
   }
-  if (peer->proc && !key.over_ucx()) {
-    impl_->outstanding++;
-    peer->proc->read(local, len, remote, key.slot(), key.slot_key(), [this, cb = std::move(cb)](bool ok, const std::string& err) {
-      impl_->outstanding--;
-      cb(ok, err);
-    });
-    return;
-  }
-  if (peer->sock) {
-    impl_->outstanding++;
-    peer->sock->read(local, len, remote, key.token(), [this, cb = std::move(cb)](bool ok, const std::string& err) {
-      impl_->outstanding--;
-      cb(ok, err);
-    });
-    return;
-  }
-  auto* op = new GetOp{impl_.get(), peer, std::move(cb)};
-  impl_->ops.insert(op);
+  read_path_for(*peer, key).read(*impl_, peer, local, len, remote, key, std::move(cb));
+}
+
+void Worker::Impl::ucx_get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
+                           const RemoteKey& key, GetCallback cb) {
+  auto* op = new GetOp{this, peer, std::move(cb)};
+  ops.insert(op);
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.send = get_done;
   prm.user_data = op;
-  impl_->outstanding++;
-  impl_->in_ucx_call++;
+  outstanding++;
+  in_ucx_call++;
   ucs_status_ptr_t r = ucp_get_nbx(peer->ep, local, len, remote, static_cast<ucp_rkey_h>(key.handle()), &prm);
   if (UCS_PTR_IS_ERR(r)) {
-    impl_->outstanding--;
+    outstanding--;
     ucs_status_t st = UCS_PTR_STATUS(r);
-    impl_->fail_peer(peer.get(), st);
-    impl_->complete(std::move(op->cb), false, "ucp_get_nbx: " + status_text(st));
-    impl_->ops.erase(op);
+    fail_peer(peer.get(), st);
+    complete(std::move(op->cb), false, "ucp_get_nbx: " + status_text(st));
+    ops.erase(op);
     delete op;
   } else if (r == nullptr) {  // not expected with NO_IMM_CMPL, but complete it anyway
-    impl_->outstanding--;
-    impl_->complete(std::move(op->cb), true, {});
-    impl_->ops.erase(op);
+    outstanding--;
+    complete(std::move(op->cb), true, {});
+    ops.erase(op);
     delete op;
   }
-  impl_->in_ucx_call--;
+  in_ucx_call--;
 }
 
 RemoteKey::RemoteKey(const std::shared_ptr<Peer>& peer, const std::string& packed) : peer_(peer) {
@@ -869,6 +859,10 @@ std::string Worker::describe() const {
     std::fprintf(f, "# reads from peers on this host: %s\n",
                  impl_->process_reads ? "process_vm_readv where the kernel allows it (else UCX)"
                                       : "UCX (THUB_PROCESS_READS=0, or UCX_TLS without shared memory)");
+    // The table a source's path is chosen from (read_paths.h), in the order it is offered.
+    std::fprintf(f, "# read paths, in the order a source is offered to them:");
+    for (const ReadPathOps* o : kSourceOrder) std::fprintf(f, " %s", o->name);
+    std::fprintf(f, " (ucx_mapped per region UCX allocated at a process-read source; THUB_DEBUG=1 logs each source's)\n");
     std::fclose(f);
     out.assign(buf, len);
     std::free(buf);

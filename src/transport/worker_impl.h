@@ -88,14 +88,14 @@ struct Worker::Impl {
   // check this process by.
   bool process_reads = false;
   ProcessIdentityWord identity;
-  std::set<std::string> proc_refused;  // addresses whose probe failed (logged once)
+  std::set<std::string> path_logged;  // sources whose path was logged (THUB_DEBUG: once each)
   // Regions UCX allocated are read over UCX's mapped segment even from a process-read peer
   // (RemoteKey), unless THUB_PROCESS_READS=all.
   bool mapped_over_ucx = true;
   int progress_process_reads();
-  // Gives `p` (address, error_handling set) a path of ours instead of a UCX endpoint, where
-  // one applies (own_paths.cc): false when it is UCX's.
-  bool open_own_path(Peer& p, const DecodedAddress& a);
+  // A get over `p`'s UCX endpoint (ucp_get_nbx): the UCX entries of read_paths.h.
+  void ucx_get(const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote, const RemoteKey& key,
+               GetCallback cb);
   // Read over a path of ours (process reads or a socket), with no UCX endpoint.
   static bool own_path(const Peer& p) { return p.sock || p.proc; }
   // Inside ucp_get_nbx or ucp_ep_close_nbx: a completion now is deferred to the loop (see

@@ -1,0 +1,101 @@
+// The read paths' entries (read_paths.h): process reads and the transport's own sockets
+// (driven by own_paths.cc's progress functions), UCX's mapped segment and UCX gets (worker.cc's
+// endpoint and ucp_get_nbx). The decisions are the ones Worker::peer() and Worker::get() made
+// inline before (issue 21 item 1 moved them here unchanged).
+#include "src/transport/read_paths.h"
+
+#include <utility>
+
+namespace thub::transport {
+namespace {
+
+// ---- process_vm_readv of a same-host source (process_reads.h) -------------------------------
+// Taken when the source advertises its process identity and the kernel lets us read it (its
+// identity word checks out); refused with the probe's reason.
+bool process_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string* why) {
+  if (!w.process_reads || a.proc.pid == 0) return false;
+  auto reader = std::make_unique<ProcessReader>(a.proc);
+  *why = reader->probe();
+  if (!why->empty()) return false;
+  p.proc = std::move(reader);
+  return true;
+}
+// Every region but one UCX allocated, which is read over UCX's mapped segment (remote_key).
+bool process_reads_key(const Peer& p, const RemoteKey& key) { return p.proc && !key.over_ucx(); }
+void process_read(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
+                  const RemoteKey& key, GetCallback cb) {
+  w.outstanding++;
+  p->proc->read(local, len, remote, key.slot(), key.slot_key(), [&w, cb = std::move(cb)](bool ok, const std::string& err) {
+    w.outstanding--;
+    cb(ok, err);
+  });
+}
+void process_close(Peer& p, const std::string& why, Worker::Impl::SocketDone* done) {
+  if (p.proc) p.proc->close(why, done);
+}
+
+// ---- the transport's own sockets, towards peers UCX would reach over its tcp transport ------
+// Taken for a peer that needs failure handling when this worker serves socket reads (no RDMA
+// device, or only tcp allowed: socket_reads.h) and the peer serves them too.
+bool socket_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string*) {
+  if (!p.error_handling || !w.server || a.sock.port == 0) return false;
+  p.sock = std::make_unique<ReadConnection>(a.sock);
+  if (p.sock->failed()) {
+    p.failed = true;
+    p.error = p.sock->error();
+  }
+  return true;
+}
+bool socket_reads_key(const Peer& p, const RemoteKey&) { return p.sock != nullptr; }
+void socket_read(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
+                 const RemoteKey& key, GetCallback cb) {
+  w.outstanding++;
+  p->sock->read(local, len, remote, key.token(), [&w, cb = std::move(cb)](bool ok, const std::string& err) {
+    w.outstanding--;
+    cb(ok, err);
+  });
+}
+void socket_close(Peer& p, const std::string& why, Worker::Impl::SocketDone* done) {
+  if (p.sock) p.sock->close(why, done);
+}
+
+// ---- UCX: the segment a same-host source allocated through UCX, mapped here ------------------
+// Set up per key (Worker::remote_key connects the endpoint), for a process-read peer.
+bool mapped_reads_key(const Peer& p, const RemoteKey&) { return p.proc != nullptr; }
+
+// ---- UCX gets over an endpoint: RDMA, or UCX's shared-memory and tcp transports -------------
+// Takes any source (the last offered).
+bool ucx_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string*) {
+  w.connect(p, a.ucx);
+  return true;
+}
+bool ucx_reads_key(const Peer&, const RemoteKey&) { return true; }
+void ucx_read(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
+              const RemoteKey& key, GetCallback cb) {
+  w.ucx_get(p, local, len, remote, key, std::move(cb));
+}
+
+constexpr ReadPathOps kProcess{ReadPath::kProcess, "process_vm_readv", process_open, process_reads_key, process_read,
+                               process_close};
+constexpr ReadPathOps kSocket{ReadPath::kSocket, "socket", socket_open, socket_reads_key, socket_read, socket_close};
+constexpr ReadPathOps kUcxMapped{ReadPath::kUcxMapped, "ucx_mapped", nullptr, mapped_reads_key, ucx_read, nullptr};
+constexpr ReadPathOps kUcxGet{ReadPath::kUcxGet, "ucx_get", ucx_open, ucx_reads_key, ucx_read, nullptr};
+
+}  // namespace
+
+const std::array<const ReadPathOps*, 3> kSourceOrder{&kProcess, &kSocket, &kUcxGet};
+const std::array<const ReadPathOps*, kReadPathCount> kReadOrder{&kProcess, &kSocket, &kUcxMapped, &kUcxGet};
+
+const ReadPathOps& read_path_ops(ReadPath k) {
+  for (const ReadPathOps* o : kReadOrder)
+    if (o->kind == k) return *o;
+  return kUcxGet;
+}
+
+const ReadPathOps& read_path_for(const Peer& p, const RemoteKey& key) {
+  for (const ReadPathOps* o : kReadOrder)
+    if (o->reads(p, key)) return *o;
+  return kUcxGet;
+}
+
+}  // namespace thub::transport

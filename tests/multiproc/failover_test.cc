@@ -241,16 +241,18 @@ TEST(FailoverTest, APausedTrainerComesBackToThePrimaryWhereNewReadersAsk) {
   ASSERT_TRUE(ok(trainer.cmd("fill 91")));
   ASSERT_TRUE(ok(trainer.cmd("publish 1")));
   PausedPair::pause(trainer);
-  // Published again at the backup, then once more at the primary it moved back to.
-  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 2; }, 30));
-  // A new reader starts at the primary: it finds the version there (it got NOT_FOUND).
+  // Published again where it reconnected: at the backup first (then once more at the primary
+  // it moves back to), or, when the backup did not answer in time on a loaded machine, at the
+  // primary straight away (CI saw that: republished stayed 1).
+  ASSERT_TRUE(wait_for_stat(trainer, "republished", [](int64_t n) { return n >= 1; }, 30));
+  // A new reader starts at the primary: it finds the version there (it got NOT_FOUND), within
+  // the time the trainer takes to move back (registry_probe_ms 200 ms; 30 s is the bound).
   PeerProcess reader(regs.env());
   ASSERT_TRUE(ok(reader.cmd("init")));
   ASSERT_TRUE(ok(reader.cmd("open policy reader 0 1")));
   ASSERT_TRUE(ok(reader.cmd(std::string("tensors ") + kLayout)));
-  std::string r = reader.cmd("replicate latest");
-  ASSERT_TRUE(ok(r)) << r;
-  EXPECT_EQ(word(r, 2), "1");
+  std::string seen;
+  ASSERT_TRUE(until_version(reader, "replicate latest", "1", &seen)) << "the new reader answered " << seen;
   EXPECT_TRUE(ok(reader.cmd("check 91")));
 }
 

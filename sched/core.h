@@ -490,6 +490,7 @@ class Core {
     Time until = 0;
   };
   std::vector<Opening> opening_;
+  static constexpr long kMaxWaitingOpens = 1024;  // per client; more are refused at once
   std::unordered_map<MemberId, int> load_;         // load() per source, when not 0
   std::map<MemberId, std::set<MemberId>> held_slots_;  // source -> readers it holds a slot for
   std::set<std::pair<Time, LeaseId>> orphans_;     // (orphan_until, lease)

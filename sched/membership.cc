@@ -310,7 +310,10 @@ void Core::open(const Open& e, bool wait) {
         // Another session's: it may be this process's own before a reconnection, which the
         // registry has not dropped yet (it goes within heartbeat_timeout once it is silent).
         // The Open waits that long for it (release_opens()); then it is refused.
-        if (wait && members_.at(sh->second).client != e.client) {
+        // (At most kMaxWaitingOpens of one client wait: a peer cannot pile them up.)
+        const auto waiting = std::count_if(opening_.begin(), opening_.end(),
+                                           [&](const Opening& o) { return o.e.client == e.client; });
+        if (wait && members_.at(sh->second).client != e.client && waiting < kMaxWaitingOpens) {
           opening_.push_back({e, now_ + cfg_.heartbeat_timeout});
           held_reqs_.insert({e.client, e.req});
           quiet_ = true;  // nothing changed that another request waits for

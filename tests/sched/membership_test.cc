@@ -255,5 +255,17 @@ TEST(MembershipTest, RetryIsAnsweredFromTheCacheWhateverTheSiblingsDid) {
   EXPECT_EQ(again->status, Status::kState) << again->detail;
 }
 
+// A peer cannot pile up waiting Opens: past 1,024 of one client, one is refused at once.
+TEST(MembershipTest, WaitingOpensOfOneClientAreBounded) {
+  Harness h(Config{1000, 1, true});
+  h.connect(1);
+  h.open(1, "pol", "r");
+  h.connect(2);
+  for (RequestId q = 100; q < 100 + 1024; ++q) ASSERT_FALSE(h.open_raw(Open{2, q, "pol", "r", 0, 1})) << q;
+  auto r = h.open_raw(Open{2, 5000, "pol", "r", 0, 1});
+  ASSERT_TRUE(r) << "the 1,025th waited too";
+  EXPECT_EQ(r->status, Status::kState);
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -194,7 +194,9 @@ struct DeferredKey {
   uint64_t blocked_wake = 0;     // one waited in wake() number blocked_wake ...
   uint64_t blocked_at = 0;       // ... after blocked_at answers of that wake()
 };
-using DeferredKeys = std::map<std::tuple<std::string, int, Version, Version>, DeferredKey>;
+// (model, num_shards, spec, newer_than, the requester's datacenter: seeding makes a request
+// wait for a holder of its own datacenter)
+using DeferredKeys = std::map<std::tuple<std::string, int, Version, Version, std::string>, DeferredKey>;
 
 // A request whose reply is deferred.
 struct Pending {
@@ -315,6 +317,17 @@ class Core {
   bool may_pick(const Member& source, Version v, MemberId requester) const;
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
+  // Seeding (Config::seeding): does a member of req's datacenter, of another replica, hold
+  // (or will it: will_serve) shard `shard` of v? Then no holder elsewhere is chosen for req.
+  // seeded_replica: the same for every shard of one replica (a round's source is a replica).
+  bool seeded_here(const Member& req, Version v) const;
+  bool seeded_replica_here(const Member& req, Version v, bool whole_only = false) const;
+  // Smart skipping (Config::skipping): the version a relative request of req that resolved
+  // to v takes instead (v itself when nothing is skipped; -1: none, an update in place that
+  // must wait for its datacenter: THUB_NOT_UPDATED).
+  Version skip_to_local(const Member& req, Version v, Version newer_than, bool in_place) const;
+  bool will_hold(const Replica& r, const Member& h, Version v, MemberId requester) const;
+  const std::string& dc_of(const Member& m) const { return clients_.at(m.client).datacenter; }
 
   // ---- transaction.cc
   void on(const Replicate& e);

@@ -355,8 +355,10 @@ std::string Core::check_invariants() const {
     if (!r.txns.empty()) continue;  // waits for its replica's transaction
     Version v = -1;
     std::string detail;
-    if (resolve(m, p.spec, &v, &detail) == Status::kOk && m.buf == Buf::kEmpty &&
-        choose_replica(m, v))
+    const bool ok = resolve(m, p.spec, &v, &detail) == Status::kOk;
+    if (ok && p.spec < 0)
+      if (Version local = skip_to_local(m, v, p.newer_than, false); local >= 0) v = local;  // as try_replicate
+    if (ok && m.buf == Buf::kEmpty && choose_replica(m, v))
       err << "replicate of member " << p.member << " v" << v << " could proceed\n";
   }
   err << check_deferred();

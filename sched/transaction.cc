@@ -408,6 +408,12 @@ bool Core::try_replicate(const Pending& p) {
     st = Status::kNotUpdated;
     detail = "nothing newer than " + std::to_string(p.newer_than);
   }
+  // Smart skipping: while its datacenter receives an older version, a relative request
+  // takes that one (behind the seeder) instead of crossing for the newest.
+  if (st == Status::kOk && p.spec < 0) {
+    Version local = skip_to_local(m, v, p.newer_than, /*in_place=*/false);
+    if (local >= 0) v = local;
+  }
   std::optional<std::string> src;
   if (st == Status::kOk) {
     src = choose_replica(m, v);
@@ -802,8 +808,9 @@ void Core::on(const SourceFailed& e) {
 
 // A deferred Replicate of a replica that holds nothing (every shard's buffers empty, no host
 // copy) and has no open transaction waits for the model's state alone: its answer depends
-// on (model, num_shards, spec, newer_than), not on who asks (no chain of partial sources can
-// pass through an empty member, and an empty replica is never a source). So within one
+// on (model, num_shards, spec, newer_than) and the datacenter it asks from (seeding), not on
+// who asks (no chain of partial sources can pass through an empty member, and an empty
+// replica is never a source). So within one
 // wake(), while no request has been answered, one such request that still has to wait says
 // that every other with the same key waits too, and the source choice (which scans every
 // holder) is not run again for each: with N replicas' shards asking in interleaved order,

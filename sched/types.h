@@ -62,6 +62,19 @@ struct Config {
   // leases end at once: it was heard, it chose not to read), so that a reader that takes a
   // lease and never reads holds a trainer's unpublish for this long at most (0: no bound).
   Time lease_progress_timeout = 60'000'000;
+  // Seeding across datacenters (docs/sched.md, "Seeding"): a version's shard crosses into a
+  // datacenter once. A holder in another datacenter is not chosen for a requester while a
+  // member of the requester's own datacenter (of another replica) holds that shard of the
+  // version or will: the first to ask is the datacenter's seeder, the others read inside
+  // the datacenter, pipelined behind it. false: the nearest free holder, wherever it is.
+  bool seeding = true;
+  // Smart skipping (with seeding): a relative request does not fetch across a version newer
+  // than one its datacenter is receiving. While a replica there receives v (seeds it, or
+  // reads behind the seeder), a replicate takes v; an update in place takes the newest
+  // version its datacenter holds whole (newer than its own), THUB_NOT_UPDATED while there is
+  // none and v is on its way, and crosses (as the seeder) only when nothing is. Absolute
+  // versions are always what was asked.
+  bool skipping = true;
 };
 
 // ---- events (in) ----------------------------------------------------------------------

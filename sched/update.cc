@@ -45,6 +45,14 @@ void Core::begin_update(const Replicate& e, Member& m) {
       v = e.newer_than;
       detail = "nothing newer than " + std::to_string(e.newer_than) + " is available (" + detail + ")";
     }
+    if (st == Status::kOk && e.spec < 0 && v > e.newer_than) {
+      // Smart skipping: its datacenter receives an older version; nothing crosses meanwhile.
+      if (Version local = skip_to_local(m, v, e.newer_than, /*in_place=*/true); local != v) {
+        detail = "version " + std::to_string(v) + " is not in this datacenter yet, and an older one is on its way (smart skipping)";
+        v = local >= 0 ? local : e.newer_than;
+        if (local < 0) st = Status::kNotUpdated;
+      }
+    }
     if (st == Status::kOk && v > e.newer_than && !replica_will_serve(m, v)) {
       // As a replicate (transaction.cc): a relative spec takes the newest version that stays.
       if (Version older = e.spec < 0 ? older_servable(m, v, e.newer_than) : -1; older >= 0) {

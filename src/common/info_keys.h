@@ -126,6 +126,15 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "the registry drops clients silent this long (ms), with their replicas"},
     {"pipeline", info_keys_detail::kReg, InfoType::kBool, "true", 0, 0,
      "the registry hands out partial sources (pipeline replication)"},
+    {"seeding", info_keys_detail::kReg, InfoType::kBool, "true", 0, 0,
+     "a version crosses into a datacenter once: a replica reads from another datacenter only "
+     "while no replica of its own holds or receives that version (the first is the seeder, the "
+     "others read behind it); false: the nearest free holder, wherever it is"},
+    {"smart_skipping", info_keys_detail::kReg, InfoType::kBool, "true", 0, 0,
+     "with seeding: while a replica of a datacenter receives a version, a latest request there "
+     "does not fetch a newer one across (a replicate takes the version on its way; an update "
+     "takes the newest version whole in the datacenter, or returns THUB_NOT_UPDATED while one is "
+     "on its way); absolute versions are always served as asked"},
     {"max_readers", info_keys_detail::kReg, InfoType::kInt, "1", 1, 1 << 20,
      "readers per source at a time"},
     {"round_hold_ms", info_keys_detail::kReg, InfoType::kInt, "1000", 0, info_keys_detail::kDay,

@@ -40,6 +40,12 @@ struct SimResult {
   // any of them took (virtual us)
   uint64_t relative_checked = 0;
   int64_t relative_longest_us = 0;
+  // seeding (issue 22): grants that crossed datacenters (seeds), and of them those made while
+  // another replica of the reader's datacenter was reading the same shard of that version
+  // across (excused only when the reader had reported that one, or its chain was broken:
+  // any other is a violation)
+  uint64_t seeds = 0, seeds_beside = 0;
+  uint64_t skipped_updates = 0;  // updates answered THUB_NOT_UPDATED by smart skipping
 };
 
 // THUB_SIM_FAULTLESS: a THUB_LATEST replicate or update made while some version of its model

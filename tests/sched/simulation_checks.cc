@@ -211,9 +211,13 @@ void World::check_no_idle_wait() {
       const std::map<MemberId, Time>* shuns = nullptr;
       if (auto sn = shunned_.find(ss.sh[s].id); out.op == Op::kFailed && sn != shunned_.end()) shuns = &sn->second;
       std::string who;
+      // A holder in another datacenter is no source while a's own may hold v (seeding).
+      const bool seeded = cfg_.seeding && seeded_view(a, v, whole_replica ? -1 : s);
       for (const auto& [bid, bs] : sessions_) {
         const Actor& b = actor_of(bs);
         if (!who.empty() || b.replica == a.replica || b.model != a.model || b.n != a.n) continue;
+        if (seeded && b.dc != a.dc) continue;
+
         if (whole_replica) {
           bool all = true;
           for (const ShardView& t : bs.sh) all = all && complete_holder(t, v) && idle(t);
@@ -226,6 +230,84 @@ void World::check_no_idle_wait() {
         return fail("request " + std::to_string(req) + " of " + a.replica + " shard " + std::to_string(s) +
                     " waits for v" + std::to_string(v) + " while " + who + " is an idle holder");
     }
+  }
+}
+
+bool World::seeded_view(const Actor& a, Version v, int s) const {
+  // Granted (its answer may be on the way to the reader still).
+  for (const auto& [l, h] : held_) {
+    auto lv = lease_src_.find(l);
+    if (h.orphan_until || lv == lease_src_.end() || lv->second.v != v) continue;
+    auto own = owner_.find(h.reader);
+    if (own == owner_.end() || !sessions_.count(own->second.first)) continue;
+    const Actor& c = actor_of(sessions_.at(own->second.first));
+    if (c.dc == a.dc && c.replica != a.replica && c.model == a.model && c.n == a.n && (s < 0 || own->second.second == s))
+      return true;
+  }
+  for (const auto& [cid, cs] : sessions_) {
+    const Actor& c = actor_of(cs);
+    if (c.dc != a.dc || c.replica == a.replica || c.model != a.model || c.n != a.n) continue;
+    for (int k = 0; k < static_cast<int>(cs.sh.size()); ++k)
+      if ((s < 0 || k == s) && may_hold_view(cs, k, v)) return true;
+  }
+  return false;
+}
+
+// Shard k of session cs holds v, receives it, or its round at v keeps a slot for it (it has
+// not asked yet), in the registry's eyes as far as this view can tell (an upper bound).
+bool World::may_hold_view(const Session& cs, int k, Version v) const {
+  const Actor& c = actor_of(cs);
+  const ShardView& t = cs.sh[k];
+  if (cs.has_first && cs.first_v == v && !t.round_decided) return true;
+  if (!t.id) return false;
+  if (t.reg_v == v || t.host_reg.count(v)) return true;
+  return k < static_cast<int>(c.sh.size()) && c.sh[k].m->member() == t.id &&
+         (c.sh[k].m->receiving() == v || c.sh[k].m->held() == v);  // (its done on the way)
+}
+
+void World::check_seeding(ClientId c, int s, const Reply& rep) {
+  const Actor& a = actor_of(sessions_.at(c));
+  auto dc_of = [&](MemberId m) -> const Actor* {
+    auto own = owner_.find(m);
+    if (own == owner_.end() || !sessions_.count(own->second.first)) return nullptr;
+    return &actor_of(sessions_.at(own->second.first));
+  };
+  const Actor* src = dc_of(rep.source);
+  if (!src || src->dc == a.dc) return;
+  ++res_.seeds;
+  const MemberId me = sessions_.at(c).sh[s].id;
+  const auto sn = shunned_.find(me);
+  for (const auto& [l, h] : held_) {
+    auto lv = lease_src_.find(l);
+    if (h.orphan_until || lv == lease_src_.end() || lv->second.v != rep.version || h.reader == me) continue;
+    auto own = owner_.find(h.reader);
+    const Actor* x = dc_of(h.reader);
+    const Actor* xs = dc_of(h.src);
+    if (!x || !xs || x->dc != a.dc || xs->dc == a.dc || x->replica == a.replica || x->model != a.model ||
+        x->n != a.n || own->second.second != s)
+      continue;
+    // Beside another seed: fine only if this reader reported that one, or its chain is broken
+    // in the registry's eyes (as far as this view can tell: hidden, or not grounded).
+    ++res_.seeds_beside;
+    if ((sn != shunned_.end() && sn->second.count(h.reader)) || hidden_.count(h.reader) || !grounded_view(h.reader, rep.version))
+      continue;
+    // A round reads every shard from one replica: one of this datacenter that is not reading
+    // or holding every shard of v (a shard not asked yet, or waiting for a source) may be
+    // no source for it.
+    const Session& xss = sessions_.at(own->second.first);
+    const Actor& xa = actor_of(xss);
+    bool whole = true;
+    for (int k = 0; k < static_cast<int>(xss.sh.size()) && whole; ++k) {
+      const ShardView& t = xss.sh[k];
+      whole = t.id && (t.reg_v == rep.version || t.host_reg.count(rep.version) ||
+                       (k < static_cast<int>(xa.sh.size()) && xa.sh[k].m->member() == t.id &&
+                        xa.sh[k].m->receiving() == rep.version && grounded_view(t.id, rep.version)));
+    }
+    if (a.n > 1 && !whole) continue;
+    return fail("member " + std::to_string(me) + " of " + a.replica + " (" + a.dc + ") was granted v" +
+                std::to_string(rep.version) + " from member " + std::to_string(rep.source) + " of " + src->replica +
+                " (" + src->dc + ") while member " + std::to_string(h.reader) + " of " + x->replica +
+                " reads it across too (lease " + std::to_string(l) + ")");
   }
 }
 
@@ -354,6 +436,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     lease_src_[rep.lease] = LeaseView{rep.source, rep.version, host};
     if (out.op == Op::kReplicate && read_by_lease(sh.id, false, -1))
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
+    if (cfg_.seeding) check_seeding(c, s, rep);
     held_[rep.lease] = Held{rep.source, sh.id, 0};
     if (out.op == Op::kReplicate) {
       new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new
@@ -366,6 +449,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
+  if (rep.status == Status::kNotUpdated && rep.detail.find("smart skipping") != std::string::npos) ++res_.skipped_updates;
   if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
   // A re-open's round report with a version opens its round with no planned source (the
   // report's round is the machine's count; the program's round is the one it reports on).

@@ -56,6 +56,9 @@ void accumulate(SimResult& sum, const SimResult& r) {
   sum.rounds_disagreeing_failover += r.rounds_disagreeing_failover;
   sum.rounds_failover += r.rounds_failover;
   sum.relative_checked += r.relative_checked;
+  sum.seeds += r.seeds;
+  sum.seeds_beside += r.seeds_beside;
+  sum.skipped_updates += r.skipped_updates;
   sum.relative_longest_us = std::max(sum.relative_longest_us, r.relative_longest_us);
 }
 

@@ -299,6 +299,14 @@ class World {
   void check_reader_limit();
   bool complete_holder(const ShardView& t, Version v) const;
   void check_no_idle_wait();
+  // Seeding (Config::seeding): may a replica of a's datacenter other than a's hold or be
+  // receiving shard s (-1: any shard) of v, in the registry's eyes? (An upper bound.)
+  bool seeded_view(const Actor& a, Version v, int s) const;
+  bool may_hold_view(const Session& cs, int k, Version v) const;
+  // At a grant across datacenters: no other replica of the reader's datacenter reads that
+  // shard of the version across at the same time (unless the reader reported it, or its
+  // chain is broken).
+  void check_seeding(ClientId c, int s, const Reply& rep);
   bool undecided(ClientId c, RequestId req) const;
   bool first_delivery(ClientId c, RequestId req) const;
   void mark_delivered(ClientId c, RequestId req);

@@ -50,6 +50,7 @@ struct ScaleConfig {
   // ---- the registry (sched::Config)
   int max_readers_per_source = 1;
   bool pipeline = true;
+  bool seeding = true;              // a version's shard crosses into a datacenter once
   double heartbeat_timeout_ms = 5000;
   double tick_ms = 100;             // src/registry/server.h: how often deadlines are checked
 

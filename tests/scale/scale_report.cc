@@ -43,7 +43,7 @@ std::string to_json(const ScaleConfig& c, const ScaleResult& r) {
     << ",\"registry_replicate_us\":" << num(c.registry_replicate_us)
     << ",\"registry_request_us\":" << num(c.registry_request_us)
     << ",\"registry_heartbeat_us\":" << num(c.registry_heartbeat_us) << ",\"max_readers\":" << c.max_readers_per_source
-    << ",\"pipeline\":" << (c.pipeline ? "true" : "false") << ",\"joins\":" << c.joins << ",\"deaths\":" << c.deaths
+    << ",\"pipeline\":" << (c.pipeline ? "true" : "false") << ",\"seeding\":" << (c.seeding ? "true" : "false") << ",\"joins\":" << c.joins << ",\"deaths\":" << c.deaths
     << ",\"silent_deaths\":" << (c.silent_deaths ? "true" : "false") << ",\"seed\":" << c.seed;
   o << ",\"ok\":" << (r.ok ? "true" : "false") << ",\"error\":" << quoted(r.error)
     << ",\"ideal_s\":" << num(r.ideal_s) << ",\"completion_s\":" << num(r.completion_s)
@@ -57,7 +57,7 @@ std::string to_json(const ScaleConfig& c, const ScaleResult& r) {
     o << (first ? "" : ",") << "\"" << k << "\":" << v;
     first = false;
   }
-  o << "},\"grants\":" << r.grants << ",\"partial_grants\":" << r.partial_grants << ",\"deferred\":" << r.deferred
+  o << "},\"grants\":" << r.grants << ",\"partial_grants\":" << r.partial_grants << ",\"cross_grants\":" << r.cross_grants << ",\"deferred\":" << r.deferred
     << ",\"source_failures\":" << r.source_failures << ",\"stall_timeouts\":" << r.stall_timeouts
     << ",\"retries\":" << r.retries << ",\"errors\":" << r.errors << ",\"requests\":{";
   first = true;
@@ -89,7 +89,8 @@ std::string to_text(const ScaleConfig& c, const ScaleResult& r) {
     << r.replicas_killed << ", joined " << r.replicas_joined << "\n";
   o << "  trees: depth max " << r.depth_max << ", mean " << num(r.depth_mean) << "; readers granted per member:";
   for (const auto& [k, v] : r.fanout) o << " " << k << ":" << v;
-  o << "\n  registry: " << r.grants << " grants (" << r.partial_grants << " partial), " << r.deferred
+  o << "\n  registry: " << r.grants << " grants (" << r.partial_grants << " partial, " << r.cross_grants
+    << " across datacenters), " << r.deferred
     << " deferred, " << r.errors << " errors, " << r.source_failures << " source failures ("
     << r.stall_timeouts << " by stall timeout), " << r.retries << " replicates retried; "
     << total_requests(r) << " requests (";

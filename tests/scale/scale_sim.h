@@ -42,6 +42,7 @@ struct ScaleResult {
   double depth_mean = 0;
   std::map<int, int> fanout;   // readers granted -> members with that many
   uint64_t grants = 0, partial_grants = 0, deferred = 0, source_failures = 0, errors = 0;
+  uint64_t cross_grants = 0;    // grants whose source is in another datacenter than its reader
   uint64_t stall_timeouts = 0;  // transfers whose stall watchdog fired (their source reported)
   uint64_t retries = 0;         // THUB_Replicate calls that failed and were made again
 

@@ -39,12 +39,18 @@ double ideal_seconds(const ScaleConfig& cfg) {
 
 namespace detail {
 
+sched::Config registry_config(const ScaleConfig& cfg) {
+  sched::Config c{static_cast<sched::Time>(std::llround(cfg.heartbeat_timeout_ms * 1000)), cfg.max_readers_per_source,
+                  cfg.pipeline};
+  c.seeding = cfg.seeding;
+  return c;
+}
+
 World::World(const ScaleConfig& cfg)
     : cfg_(cfg),
       rng_(cfg.seed),
       topo_(cfg_, net_),
-      reg_(sched::Config{static_cast<sched::Time>(std::llround(cfg.heartbeat_timeout_ms * 1000)),
-                         cfg.max_readers_per_source, cfg.pipeline}) {
+      reg_(registry_config(cfg)) {
   if (cfg.shards < 1 || cfg.replicas < 0 || cfg.model_bytes <= 0) throw std::invalid_argument("bad fleet");
   shard_bytes_ = std::floor(cfg.model_bytes / cfg.shards);
   // The transfer machines count a shard's bytes in a progress counter (progress_counter.h).
@@ -270,6 +276,9 @@ void World::deliver(const sched::Action& a, Ns when) {
     if (r->status == sched::Status::kOk && r->lease) {
       res_.grants++;
       if (r->source_partial) res_.partial_grants++;
+      if (auto src = by_registry_id_.find(r->source);
+          src != by_registry_id_.end() && members_[static_cast<size_t>(src->second)]->place.dc != m.place.dc)
+        res_.cross_grants++;
     }
   }
   sched::Reply copy = *r;

@@ -33,7 +33,7 @@ void usage() {
                "  [--ctl-us X] [--wan-us X] [--rtt-us X]\n"
                "  [--registry-replicate-us X] [--registry-request-us X] [--registry-heartbeat-us X]\n"
                "  [--chunk B] [--pipeline-chunk B] [--machine-chunk B] [--max-inflight K]\n"
-               "  [--max-readers R] [--no-pipeline]\n"
+               "  [--max-readers R] [--no-pipeline] [--no-seeding]\n"
                "  [--joins J] [--deaths K] [--silent] [--spread-us X] [--seed S]\n"
                "  [--heartbeat-timeout-ms X] [--stall-timeout-ms X] [--trace] [--json]\n");
 }
@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
       json = true;
     } else if (!std::strcmp(argv[i], "--no-pipeline")) {
       c.pipeline = false;
+    } else if (!std::strcmp(argv[i], "--no-seeding")) {
+      c.seeding = false;
     } else if (!std::strcmp(argv[i], "--trace")) {
       c.trace = true;
     } else if (!std::strcmp(argv[i], "--silent")) {

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # netlab.sh -- a cluster in a box: H "hosts" (network namespaces) on one switch (a bridge),
-# every host link shaped to a given rate in both directions with tc tbf.
+# every host link shaped to a given rate in both directions with tc tbf. With --dc-b K, two
+# datacenters: the last K hosts on a second switch, joined to the first by one WAN link
+# shaped to --wan-rate (default R/5), whose kernel byte counters say what crossed.
 #
 #   netlab.sh up    --hosts H --rate R [--prefix P] [--subnet A.B.C] [--burst B] [--latency L]
+#                   [--dc-b K [--wan-rate W]]
 #   netlab.sh down  --prefix P
 #   netlab.sh run   --hosts H --rate R [--timeout S] [up options] -- CMD...   (CMD once, root ns)
 #   netlab.sh each  --hosts H --rate R [--timeout S] [up options] -- CMD...   (CMD in every host)
@@ -21,7 +24,7 @@ readonly UCX_TLS_HINT="tcp,self"  # namespaces do not isolate shared memory: for
 OWNED=0   # set once this process has claimed PREFIX: only then may a trap remove it
 
 # Options (set by parse_opts).
-HOSTS="" RATE="" PREFIX="" SUBNET="" BURST="256kb" LATENCY="50ms" TIMEOUT=600
+HOSTS="" RATE="" PREFIX="" SUBNET="" BURST="256kb" LATENCY="50ms" TIMEOUT=600 DC_B=0 WAN_RATE=""
 ARGS=()
 
 usage() {
@@ -52,6 +55,8 @@ parse_opts() {
       --burst)   BURST=${2:?}; shift 2 ;;
       --latency) LATENCY=${2:?}; shift 2 ;;
       --timeout) TIMEOUT=${2:?}; shift 2 ;;
+      --dc-b)    DC_B=${2:?}; shift 2 ;;
+      --wan-rate) WAN_RATE=${2:?}; shift 2 ;;
       --)        shift; ARGS=("$@"); return ;;
       -h|--help) usage ;;
       -*)        die "unknown option '$1'" ;;
@@ -72,6 +77,15 @@ check_lab_opts() {
   [[ -n $RATE ]] || die "--rate is required (e.g. 1gbit, 100mbit)"
   rate_bits_per_s "$RATE" >/dev/null || die "cannot parse --rate '$RATE' (use e.g. 1gbit, 500mbit)"
   [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "--timeout must be whole seconds"
+  if ! [[ $DC_B =~ ^[0-9]+$ ]] || ((DC_B >= HOSTS)); then
+    die "--dc-b must be 0..$((HOSTS - 1)) (hosts in the second datacenter; at least one stays in the first)"
+  fi
+  if ((DC_B > 0)); then
+    [[ -n $WAN_RATE ]] || WAN_RATE="$(($(rate_bits_per_s "$RATE") / 5))bit"
+    rate_bits_per_s "$WAN_RATE" >/dev/null || die "cannot parse --wan-rate '$WAN_RATE'"
+  elif [[ -n $WAN_RATE ]]; then
+    die "--wan-rate needs --dc-b"
+  fi
   if [[ -n $SUBNET ]]; then
     [[ $SUBNET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] ||
       die "--subnet takes three octets, e.g. 10.201.0"
@@ -94,6 +108,8 @@ rate_bits_per_s() {
 }
 
 ns_of()  { echo "${PREFIX}h$1"; }   # namespace of host i
+dc_of()  { if (($1 >= HOSTS - DC_B)); then echo b; else echo a; fi; }  # its datacenter
+bridge_of() { if [[ $(dc_of "$1") == b ]]; then echo "${PREFIX}bb"; else echo "${PREFIX}br"; fi; }
 dev_of() { echo "${PREFIX}h$1"; }   # host-side veth (inside the namespace)
 port_of() { echo "${PREFIX}s$1"; }  # switch-side veth (bridge port, root namespace)
 env_file() { echo "$STATE_DIR/$PREFIX.env"; }
@@ -127,7 +143,14 @@ write_env() {
     echo "NETLAB_BRIDGE_IP=$SUBNET.254"
     echo "NETLAB_UCX_TLS=$UCX_TLS_HINT"
     echo "NETLAB_SELF=$NETLAB_SELF_PATH"
+    echo "NETLAB_DC_B=$DC_B"
+    if ((DC_B > 0)); then
+      echo "NETLAB_WAN_RATE=$WAN_RATE"
+      echo "NETLAB_WAN_RATE_BPS=$(rate_bits_per_s "$WAN_RATE")"
+      echo "NETLAB_WAN_DEV=${PREFIX}wa"   # on switch a: tx = bytes a -> b, rx = b -> a
+    fi
     for ((i = 0; i < HOSTS; i++)); do
+      echo "NETLAB_DC_$i=$(dc_of "$i")"
       echo "NETLAB_NS_$i=$(ns_of "$i")"
       echo "NETLAB_IP_$i=$SUBNET.$((i + 1))"
       echo "NETLAB_DEV_$i=$(dev_of "$i")"
@@ -143,14 +166,14 @@ load_env() {
   # shellcheck disable=SC1090
   source "$f"
   set +a
-  HOSTS=$NETLAB_HOSTS RATE=$NETLAB_RATE SUBNET=$NETLAB_SUBNET
+  HOSTS=$NETLAB_HOSTS RATE=$NETLAB_RATE SUBNET=$NETLAB_SUBNET DC_B=${NETLAB_DC_B:-0}
 }
 
-shape() {  # shape DEV [NS]: tbf root qdisc on DEV (inside NS when given)
-  local dev=$1 ns=${2:-}
+shape() {  # shape DEV [NS [RATE]]: tbf root qdisc on DEV (inside NS when given)
+  local dev=$1 ns=${2:-} rate=${3:-$RATE}
   local nsarg=()
   [[ -n $ns ]] && nsarg=(-n "$ns")
-  tc "${nsarg[@]}" qdisc add dev "$dev" root tbf rate "$RATE" burst "$BURST" latency "$LATENCY"
+  tc "${nsarg[@]}" qdisc add dev "$dev" root tbf rate "$rate" burst "$BURST" latency "$LATENCY"
 }
 
 lab_up() {
@@ -174,13 +197,28 @@ lab_up() {
   ip link set "${PREFIX}br" addrgenmode none 2>/dev/null || true
   ip addr add "$SUBNET.254/24" dev "${PREFIX}br"   # root ns on the switch: PMIx, mpirun
   ip link set "${PREFIX}br" up
+  if ((DC_B > 0)); then
+    # The second datacenter's switch, and the WAN link between the two (shaped both ways).
+    ip link add "${PREFIX}bb" type bridge stp_state 0 forward_delay 0
+    ip link set "${PREFIX}bb" addrgenmode none 2>/dev/null || true
+    ip link set "${PREFIX}bb" up
+    ip link add "${PREFIX}wa" type veth peer name "${PREFIX}wb"
+    ip link set "${PREFIX}wa" addrgenmode none 2>/dev/null || true
+    ip link set "${PREFIX}wb" addrgenmode none 2>/dev/null || true
+    ip link set "${PREFIX}wa" master "${PREFIX}br"
+    ip link set "${PREFIX}wb" master "${PREFIX}bb"
+    ip link set "${PREFIX}wa" up
+    ip link set "${PREFIX}wb" up
+    shape "${PREFIX}wa" "" "$WAN_RATE"   # a -> b
+    shape "${PREFIX}wb" "" "$WAN_RATE"   # b -> a
+  fi
   for ((i = 0; i < HOSTS; i++)); do
     ns=$(ns_of "$i") dev=$(dev_of "$i") port=$(port_of "$i")
     ip netns add "$ns"
     ip link add "$dev" type veth peer name "$port"
     ip link set "$dev" netns "$ns"
     ip link set "$port" addrgenmode none 2>/dev/null || true
-    ip link set "$port" master "${PREFIX}br"
+    ip link set "$port" master "$(bridge_of "$i")"
     ip link set "$port" up
     ip -n "$ns" link set lo up
     ip -n "$ns" link set "$dev" addrgenmode none 2>/dev/null || true
@@ -191,6 +229,7 @@ lab_up() {
   done
   exec {lockfd}>&-
   log "up: prefix $PREFIX, $HOSTS hosts on $SUBNET.0/24, every link $RATE both ways"
+  ((DC_B == 0)) || log "two datacenters: hosts $((HOSTS - DC_B))..$((HOSTS - 1)) on switch b, WAN link ${PREFIX}wa-${PREFIX}wb at $WAN_RATE both ways"
 }
 
 cleanup_owned() { ((OWNED)) && lab_down; return 0; }
@@ -215,7 +254,7 @@ lab_down() {
     ip netns del "$ns" 2>/dev/null
   done
   for dev in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
-               grep -E "^${PREFIX}(br|s[0-9]+|h[0-9]+)$"); do
+               grep -E "^${PREFIX}(br|bb|wa|wb|s[0-9]+|h[0-9]+)$"); do
     ip link del "$dev" 2>/dev/null
   done
   rm -f "$(env_file)"
@@ -226,7 +265,7 @@ lab_down() {
 leftovers() {  # prints what still carries PREFIX (empty when clean)
   ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${PREFIX}h[0-9]+$" || true
   ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
-    grep -E "^${PREFIX}(br|s[0-9]+|h[0-9]+)$" || true
+    grep -E "^${PREFIX}(br|bb|wa|wb|s[0-9]+|h[0-9]+)$" || true
 }
 
 # ---- run / each: the lab lives exactly as long as this process ---------------------------
@@ -256,7 +295,7 @@ arm_cleanup() {
 host_env() {  # host_env I: the per-host environment, as env(1) assignments
   local dev
   dev=$(dev_of "$1")
-  echo "NETLAB_RANK=$1" "NETLAB_NS=$(ns_of "$1")" "NETLAB_DEV=$dev" \
+  echo "NETLAB_RANK=$1" "NETLAB_NS=$(ns_of "$1")" "NETLAB_DEV=$dev" "NETLAB_DC=$(dc_of "$1")" \
        "NETLAB_IP=$SUBNET.$(($1 + 1))" "UCX_TLS=$UCX_TLS_HINT" "UCX_NET_DEVICES=$dev"
 }
 
@@ -353,7 +392,8 @@ cmd_list() {
   for f in "$STATE_DIR"/*.env; do
     [[ -e $f ]] || continue
     # shellcheck disable=SC1090
-    (source "$f"; echo "$NETLAB_PREFIX hosts=$NETLAB_HOSTS rate=$NETLAB_RATE subnet=$NETLAB_CIDR")
+    (source "$f"; echo "$NETLAB_PREFIX hosts=$NETLAB_HOSTS rate=$NETLAB_RATE subnet=$NETLAB_CIDR" \
+       "${NETLAB_WAN_RATE:+dc-b=$NETLAB_DC_B wan=$NETLAB_WAN_RATE}")
   done
 }
 

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# run-crossdc.sh -- one version from a trainer in datacenter a to rollouts in two datacenters,
+# in the two-datacenter cluster in a box (tools/netlab/netlab.sh --dc-b): what crossed the WAN
+# link, read from the kernel's byte counters of the link (not computed), and when each
+# rollout had the version. One command; needs root (exit 77 otherwise).
+#
+#   bench/netlab/run-crossdc.sh [--rate 1gbit] [--wan-rate R/5] [--a 1] [--b 4] [--bytes 64M]
+#                               [--reps 3] [--methods "naive nearest seeding seeding_roomy"]
+#                               [--build build] [--out docs/figures/crossdc.jsonl]
+#
+# Hosts: 0 the trainer (and the embedded registry), 1..A rollouts of datacenter a, then B
+# rollouts of datacenter b, on a switch of their own behind the WAN link. Every process sets
+# its `datacenter` info key. Methods (registry keys, set on the trainer):
+#   naive          seeding=false pipeline=false max_readers=A+B: every rollout reads the trainer
+#   nearest        seeding=false: the nearest free holder (same datacenter first), pipelined
+#   seeding        the defaults (seeding=true, max_readers=1)
+#   seeding_roomy  seeding=true max_readers=A+B: the trainer has a free slot for everybody,
+#                  seeding alone keeps b's rollouts inside b
+# Per run one JSON line: the trainer's (bench thub_fanout) with wan_bytes_ab / wan_bytes_ba
+# (bytes through the WAN link, a to b and back) and wan_per_version (a to b over the shard's
+# bytes), then a table of medians on stderr.
+set -euo pipefail
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+HERE=$(dirname "$SELF")
+ROOT=$(readlink -f "$HERE/../..")
+NETLAB=$ROOT/tools/netlab/netlab.sh
+
+RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy"
+BUILD=$ROOT/build OUT=
+RUN_TIMEOUT=180
+
+die() { echo "run-crossdc: $*" >&2; exit 2; }
+log() { echo "run-crossdc: $*" >&2; }
+
+# ---- inner part: inside a live lab, root namespace ------------------------------------------
+if [[ ${1:-} == --inner ]]; then
+  A=$2 B=$3 BYTES=$4 REPS=$5 BUILD=$6 OUT=$7 METHODS=$8
+  N=$((A + B))
+  FANOUT=$BUILD/bench/netlab/thub_fanout
+  port=29700
+  wan() { cat "/sys/class/net/$NETLAB_WAN_DEV/statistics/$1_bytes"; }
+  run() {  # run METHOD REP KEY=VALUE...: one fan-out, one JSON line
+    local method=$1 rep=$2; shift 2
+    local info=() kv i rc=0 pids=() logdir json ab0 ba0 ab1 ba1
+    for kv in "$@"; do info+=(--info "$kv"); done
+    logdir=$(mktemp -d)
+    port=$((port + 2))
+    ab0=$(wan tx) ba0=$(wan rx)
+    "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role trainer --listen "$NETLAB_IP_0" \
+      --rollouts "$N" --bytes "$BYTES" --label "$method" --registry-port "$port" \
+      --control-port $((port + 1)) --info datacenter=a "${info[@]}" >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+    local trainer=$!
+    for ((i = 1; i <= N; i++)); do
+      local dcv=NETLAB_DC_$i
+      "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role rollout \
+        --trainer "$NETLAB_IP_0:$((port + 1))" --index $((i - 1)) --info "datacenter=${!dcv}" \
+        >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
+      pids+=($!)
+    done
+    wait "$trainer" || rc=$?
+    for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
+    ab1=$(wan tx) ba1=$(wan rx)
+    json=$(grep '^{"bench":"thub_fanout"' "$logdir/trainer.out" | tail -1 || true)
+    if [[ $rc -ne 0 || -z $json ]]; then
+      log "$method rep $rep failed (exit $rc):"
+      tail -n 3 "$logdir"/*.err >&2 || true
+      printf '{"bench":"crossdc","method":"%s","rep":%d,"error":"exit %d"}\n' "$method" "$rep" "$rc" >>"$OUT"
+    else
+      python3 - "$json" "$method" "$rep" "$A" "$B" "$((ab1 - ab0))" "$((ba1 - ba0))" "$NETLAB_WAN_RATE_BPS" >>"$OUT" <<'EOF'
+import json, sys
+j = json.loads(sys.argv[1])
+method, rep, a, b, ab, ba, wan = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+d = j.get("rollouts_detail", [])
+out = {"bench": "crossdc", "method": method, "rep": rep, "dc_a_rollouts": a, "dc_b_rollouts": b,
+       "bytes": j["bytes"], "wan_bps": wan, "link_gbps": j.get("link_gbps"),
+       "wan_bytes_ab": ab, "wan_bytes_ba": ba, "wan_per_version": round(ab / j["bytes"], 3),
+       "check": j.get("check"), "completion_s": j.get("completion_s"),
+       "stall_a_s": [r.get("replicate_s") for r in d[:a]], "stall_b_s": [r.get("replicate_s") for r in d[a:]]}
+print(json.dumps(out))
+EOF
+      tail -1 "$OUT" | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print("  [%s rep %d] WAN a->b %.3f x the shard, b stalls %s s, check %s" % (j["method"], j["rep"], j["wan_per_version"], ",".join("%.2f" % s for s in j["stall_b_s"]), j["check"]))' >&2
+    fi
+    rm -rf "$logdir"
+  }
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for method in $METHODS; do
+      case $method in
+        naive)         run naive "$rep" seeding=false pipeline=false "max_readers=$N" ;;
+        nearest)       run nearest "$rep" seeding=false ;;
+        seeding)       run seeding "$rep" ;;
+        seeding_roomy) run seeding_roomy "$rep" "max_readers=$N" ;;
+        *)             die "unknown method '$method'" ;;
+      esac
+    done
+  done
+  exit 0
+fi
+
+# ---- outer part -----------------------------------------------------------------------------
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rate)     RATE=${2:?}; shift 2 ;;
+    --wan-rate) WAN_RATE=${2:?}; shift 2 ;;
+    --a)        A=${2:?}; shift 2 ;;
+    --b)        B=${2:?}; shift 2 ;;
+    --bytes)    BYTES=${2:?}; shift 2 ;;
+    --reps)     REPS=${2:?}; shift 2 ;;
+    --methods)  METHODS=${2:?}; shift 2 ;;
+    --build)    BUILD=$(readlink -f "${2:?}"); shift 2 ;;
+    --out)      OUT=$(readlink -m "${2:?}"); shift 2 ;;
+    -h|--help)  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$SELF" >&2; exit 2 ;;
+    *)          die "unknown option '$1'" ;;
+  esac
+done
+if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+  echo "run-crossdc: SKIP: needs root and ip/tc (network namespaces, tc tbf)" >&2
+  exit 77
+fi
+[[ -x $BUILD/bench/netlab/thub_fanout ]] || die "$BUILD/bench/netlab/thub_fanout not built (cmake --build $BUILD --target thub_fanout)"
+[[ $A =~ ^[0-9]+$ && $B =~ ^[1-9][0-9]*$ ]] || die "--a takes 0 or more, --b 1 or more"
+[[ -n $OUT ]] || OUT=$ROOT/docs/figures/crossdc.jsonl
+mkdir -p "$(dirname "$OUT")"
+: >"$OUT"
+export NETLAB_QUIET=1
+lab=(--hosts $((1 + A + B)) --rate "$RATE" --dc-b "$B")
+[[ -n $WAN_RATE ]] && lab+=(--wan-rate "$WAN_RATE")
+log "trainer + $A rollouts in a, $B in b; $BYTES; $REPS repetitions of '$METHODS'"
+"$NETLAB" run "${lab[@]}" --timeout 1500 -- "$SELF" --inner "$A" "$B" "$BYTES" "$REPS" "$BUILD" "$OUT" "$METHODS"
+python3 - "$OUT" <<'EOF' >&2
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+bad = [r for r in rows if "error" in r or r.get("check") != "ok"]
+print("%-14s %5s %22s %24s %10s" % ("method", "runs", "WAN a->b / shard (med)", "b rollout stall (med, s)", "check"))
+for m in dict.fromkeys(r["method"] for r in rows):
+    ok = [r for r in rows if r["method"] == m and "error" not in r]
+    if not ok:
+        print("%-14s %5d %22s" % (m, 0, "failed")); continue
+    wan = statistics.median(r["wan_per_version"] for r in ok)
+    stall = statistics.median(s for r in ok for s in r["stall_b_s"])
+    print("%-14s %5d %22.3f %24.3f %10s" % (m, len(ok), wan, stall, "ok" if all(r["check"] == "ok" for r in ok) else "BAD"))
+sys.exit(1 if bad else 0)
+EOF

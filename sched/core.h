@@ -85,6 +85,11 @@ struct Lease {
   ClientId reader_client = 0;
   Version version = -1;
   bool from_offload = false;  // reads the source's host copy, not its buffers
+  // A seed (Config::seeding): its reader is in another datacenter than its source. It holds
+  // no reader slot of the source (load()): at most one per datacenter and shard reads a
+  // version across at a time, at the WAN's pace, and the source's own datacenter should not
+  // wait for it.
+  bool seed = false;
   Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
   Time granted_at = 0;        // introspection only
   Time progress_at = 0;       // the grant, or the last report of more bytes (lease_progress_timeout)

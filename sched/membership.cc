@@ -160,7 +160,7 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {
     // It may still be reading: the source stays loaded and undrained until the grace ends.
     Lease& l = leases_.at(m.own_lease);
-    if (!l.orphan_until) add_load(l.source, -1);  // an orphan holds no reader slot (load())
+    if (!l.orphan_until && !l.seed) add_load(l.source, -1);  // an orphan holds no reader slot (load())
     l.orphan_until = now_ + cfg_.heartbeat_timeout;
     progress_.erase({l.progress_at, l.id});  // an orphan's own deadline ends it
     orphans_.insert({l.orphan_until, l.id});

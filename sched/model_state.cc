@@ -206,7 +206,8 @@ int Core::load(MemberId id) const {
   // An orphan (its reader's client was dropped for silence) still holds off the source's
   // drain, but no longer a reader slot: a stopped or cut-off reader moves no bytes, and the
   // readers it would keep waiting are usually the ones replacing it.
-  // load_ counts, per source, its leases that are not orphans and its reserved slots: kept
+  // A seed (a reader in another datacenter, Lease::seed) holds no slot either.
+  // load_ counts, per source, its leases that are not orphans or seeds and its reserved slots: kept
   // where leases start, end and turn orphan, and where slots are reserved, so that the source
   // choice, which asks for every holder, does one lookup instead of walking its leases.
   auto it = load_.find(id);

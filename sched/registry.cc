@@ -283,7 +283,7 @@ std::string Core::check_invariants() const {
   // lease, from a member that is gone (until that read ends, the reader or the source goes).
   std::map<MemberId, int> counted;
   for (const auto& [id, l] : leases_)
-    if (!l.orphan_until) ++counted[l.source];
+    if (!l.orphan_until && !l.seed) ++counted[l.source];
   for (const auto& [src, n] : reserved_) counted[src] += n;
   for (const auto& [src, readers] : held_slots_) {
     counted[src] += static_cast<int>(readers.size());

@@ -548,6 +548,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.reader_client = m.client;
   l.version = v;
   l.from_offload = pick.from_offload;
+  l.seed = cfg_.seeding && dc_of(src) != dc_of(m);
   l.granted_at = now_;
   l.progress_at = now_;
   // m is on a cached chain only as its start, unless somebody reads m (a regrant of a
@@ -559,7 +560,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   leases_[l.id] = l;
   progress_.insert({l.progress_at, l.id});
   leases_by_source_[src.id].insert(l.id);
-  add_load(src.id, 1);  // a new lease is no orphan
+  if (!l.seed) add_load(src.id, 1);  // a new lease is no orphan
   unindex(m);
   m.buf = Buf::kReceiving;
   m.version = v;
@@ -589,7 +590,7 @@ void Core::end_lease(LeaseId id) {
     sit->second.erase(id);
     if (sit->second.empty()) leases_by_source_.erase(sit);
   }
-  if (!l.orphan_until) add_load(l.source, -1);
+  if (!l.orphan_until && !l.seed) add_load(l.source, -1);
   if (auto rit = members_.find(l.reader); rit != members_.end() && rit->second.own_lease == id) {
     rit->second.own_lease = 0;
     // A slot held for its regrant (the splice) is for this read's resumption only: taken by

@@ -80,6 +80,23 @@ TEST(SeedingTest, WithPipeliningTheOthersReadBehindTheSeeder) {
   EXPECT_EQ(ga->source, w.t);
 }
 
+// A seed holds no reader slot of its source: with one reader per source (the default), the
+// trainer's own datacenter does not wait while b's seeder reads at the WAN's pace, and a
+// second reader of a still waits for the trainer's one slot.
+TEST(SeedingTest, ASeedTakesNoReaderSlotOfItsSource) {
+  TwoDcs w(Config{5'000'000, 1, true});
+  MemberId rb = w.rollout(10), ra = w.rollout(20, "a"), ra2 = w.rollout(21, "a");
+  auto gb = w.h.replicate_now(10, rb, 1);
+  ASSERT_TRUE(gb);
+  EXPECT_EQ(gb->source, w.t);
+  auto ga = w.h.replicate_now(20, ra, 1);
+  ASSERT_TRUE(ga);
+  EXPECT_EQ(ga->source, w.t);
+  auto ga2 = w.h.replicate_now(21, ra2, 1);
+  ASSERT_TRUE(ga2);
+  EXPECT_EQ(ga2->source, ra);  // the trainer's slot is ra's: behind ra, in a
+}
+
 // A seeder that dies mid-seed: its reader resumes from the seeder's own source (the splice),
 // so it is the datacenter's seeder now, and the next reader of b reads behind it.
 TEST(SeedingTest, ADeadSeedersReaderTakesItsPlace) {

@@ -125,7 +125,7 @@ std::map<MemberId, int> World::outside_load(bool with_reservations) {
   std::map<MemberId, int> n;
   for (const auto& [l, h] : held_)
     if (!h.orphan_until) {
-      ++n[h.src];  // an orphan keeps the drain, not a reader slot
+      if (!h.seed) ++n[h.src];  // an orphan keeps the drain, not a reader slot; a seed neither
       if (with_reservations && h.splice_src) ++n[h.splice_src];
     }
   // Every session the registry still knows counts, also one whose process is gone (its
@@ -438,6 +438,8 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     if (cfg_.seeding) check_seeding(c, s, rep);
     held_[rep.lease] = Held{rep.source, sh.id, 0};
+    if (auto own = owner_.find(rep.source); cfg_.seeding && own != owner_.end() && sessions_.count(own->second.first))
+      held_[rep.lease].seed = actor_of(sessions_.at(own->second.first)).dc != a.dc;
     if (out.op == Op::kReplicate) {
       new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new
       sh.copy_failed = -1;

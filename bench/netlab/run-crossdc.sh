@@ -7,6 +7,16 @@
 #   bench/netlab/run-crossdc.sh [--rate 1gbit] [--wan-rate R/5] [--a 1] [--b 4] [--bytes 64M]
 #                               [--reps 3] [--methods "naive nearest seeding seeding_roomy"]
 #                               [--build build] [--out docs/figures/crossdc.jsonl]
+#                               [--steps V [--period 2] [--poll-ms 250] [--tail 10]]
+#
+# --steps V: versions overtaking each other (thub_crossdc): the trainer publishes V versions,
+# one every --period s (two trainer replicas, so that v is published while v-1 is read), and
+# rollout i calls THUB_Update(THUB_LATEST) every i x --poll-ms (inference steps of different
+# lengths: the rollouts of a datacenter ask at different moments) for V x period + --tail s.
+# Methods then: naive, nearest, seeding (smart_skipping=false) and skipping (the defaults).
+# Per run one JSON line (bench crossdc_steps, bench/netlab/crossdc_report.py): WAN bytes a->b
+# over V x the shard, and every update call's time (the rollout's stall) and outcome; default
+# --out docs/figures/crossdc-steps.jsonl, the CDF plot beside it (.png).
 #
 # Hosts: 0 the trainer (and the embedded registry), 1..A rollouts of datacenter a, then B
 # rollouts of datacenter b, on a switch of their own behind the WAN link. Every process sets
@@ -27,7 +37,7 @@ ROOT=$(readlink -f "$HERE/../..")
 NETLAB=$ROOT/tools/netlab/netlab.sh
 
 RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy"
-BUILD=$ROOT/build OUT=
+BUILD=$ROOT/build OUT= STEPS=0 PERIOD=2 POLL_MS=250 TAIL=10
 RUN_TIMEOUT=180
 
 die() { echo "run-crossdc: $*" >&2; exit 2; }
@@ -35,7 +45,8 @@ log() { echo "run-crossdc: $*" >&2; }
 
 # ---- inner part: inside a live lab, root namespace ------------------------------------------
 if [[ ${1:-} == --inner ]]; then
-  A=$2 B=$3 BYTES=$4 REPS=$5 BUILD=$6 OUT=$7 METHODS=$8
+  A=$2 B=$3 BYTES=$4 REPS=$5 BUILD=$6 OUT=$7 METHODS=$8 STEPS=$9 PERIOD=${10} POLL_MS=${11} TAIL=${12}
+  RUN_TIMEOUT=${13}
   N=$((A + B))
   FANOUT=$BUILD/bench/netlab/thub_fanout
   port=29700
@@ -83,8 +94,53 @@ EOF
     fi
     rm -rf "$logdir"
   }
+  # steps_run METHOD REP KEY=VALUE...: V versions overtaking each other, one JSON line
+  steps_run() {
+    local method=$1 rep=$2; shift 2
+    local info=() kv i rc=0 pids=() logdir ab0 ba0 ab1 ba1 dur linger
+    for kv in "$@"; do info+=(--info "$kv"); done
+    logdir=$(mktemp -d)
+    port=$((port + 2))
+    dur=$(awk -v v="$STEPS" -v p="$PERIOD" -v t="$TAIL" 'BEGIN { print v * p + t }')
+    linger=$((RUN_TIMEOUT / 2))
+    ab0=$(wan tx) ba0=$(wan rx)
+    "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$BUILD/bench/netlab/thub_crossdc" --role trainer \
+      --listen "$NETLAB_IP_0:$port" --versions "$STEPS" --period "$PERIOD" --bytes "$BYTES" --linger "$linger" \
+      --stop-file "$logdir/stop" \
+      --info datacenter=a "${info[@]}" >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+    local trainer=$!
+    sleep 1
+    for ((i = 1; i <= N; i++)); do
+      local dcv=NETLAB_DC_$i
+      "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$BUILD/bench/netlab/thub_crossdc" --role rollout \
+        --registry "$NETLAB_IP_0:$port" --index "$i" --duration "$dur" --poll-ms $((POLL_MS * i)) --bytes "$BYTES" \
+        --info "datacenter=${!dcv}" >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
+      pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
+    touch "$logdir/stop"  # every rollout is done: the trainer (and its registry) may go
+    wait "$trainer" || rc=$((rc ? rc : $?))
+    ab1=$(wan tx) ba1=$(wan rx)
+    if ((rc != 0)) || ! python3 "$HERE/crossdc_report.py" run "$logdir" "$method" "$rep" "$A" "$B" \
+                            "$((ab1 - ab0))" "$((ba1 - ba0))" "$NETLAB_WAN_RATE_BPS" >>"$OUT"; then
+      log "$method rep $rep failed (exit $rc):"
+      tail -n 3 "$logdir"/*.err >&2 || true
+      printf '{"bench":"crossdc_steps","method":"%s","rep":%d,"error":"exit %d"}\n' "$method" "$rep" "$rc" >>"$OUT"
+    fi
+    rm -rf "$logdir"
+  }
   for ((rep = 1; rep <= REPS; rep++)); do
     for method in $METHODS; do
+      if ((STEPS > 0)); then
+        case $method in
+          naive)    steps_run naive "$rep" seeding=false pipeline=false "max_readers=$((N + 2))" ;;
+          nearest)  steps_run nearest "$rep" seeding=false ;;
+          seeding)  steps_run seeding "$rep" smart_skipping=false ;;
+          skipping) steps_run skipping "$rep" ;;
+          *)        die "unknown method '$method' (with --steps: naive nearest seeding skipping)" ;;
+        esac
+        continue
+      fi
       case $method in
         naive)         run naive "$rep" seeding=false pipeline=false "max_readers=$N" ;;
         nearest)       run nearest "$rep" seeding=false ;;
@@ -109,6 +165,10 @@ while [[ $# -gt 0 ]]; do
     --methods)  METHODS=${2:?}; shift 2 ;;
     --build)    BUILD=$(readlink -f "${2:?}"); shift 2 ;;
     --out)      OUT=$(readlink -m "${2:?}"); shift 2 ;;
+    --steps)    STEPS=${2:?}; shift 2 ;;
+    --period)   PERIOD=${2:?}; shift 2 ;;
+    --poll-ms)  POLL_MS=${2:?}; shift 2 ;;
+    --tail)     TAIL=${2:?}; shift 2 ;;
     -h|--help)  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$SELF" >&2; exit 2 ;;
     *)          die "unknown option '$1'" ;;
   esac
@@ -119,25 +179,40 @@ if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null 2>&1 || ! command -v tc >/
 fi
 [[ -x $BUILD/bench/netlab/thub_fanout ]] || die "$BUILD/bench/netlab/thub_fanout not built (cmake --build $BUILD --target thub_fanout)"
 [[ $A =~ ^[0-9]+$ && $B =~ ^[1-9][0-9]*$ ]] || die "--a takes 0 or more, --b 1 or more"
-[[ -n $OUT ]] || OUT=$ROOT/docs/figures/crossdc.jsonl
+[[ $STEPS =~ ^[0-9]+$ ]] || die "--steps takes a count"
+if ((STEPS > 0)); then
+  [[ -x $BUILD/bench/netlab/thub_crossdc ]] || die "$BUILD/bench/netlab/thub_crossdc not built (cmake --build $BUILD --target thub_crossdc)"
+  [[ $METHODS == "naive nearest seeding seeding_roomy" ]] && METHODS="naive nearest seeding skipping"
+  RUN_TIMEOUT=$(awk -v v="$STEPS" -v p="$PERIOD" -v t="$TAIL" 'BEGIN { printf "%d", 2 * (v * p + t) + 60 }')
+fi
+[[ -n $OUT ]] || OUT=$ROOT/docs/figures/crossdc$( ((STEPS > 0)) && echo -steps).jsonl
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 export NETLAB_QUIET=1
 lab=(--hosts $((1 + A + B)) --rate "$RATE" --dc-b "$B")
 [[ -n $WAN_RATE ]] && lab+=(--wan-rate "$WAN_RATE")
 log "trainer + $A rollouts in a, $B in b; $BYTES; $REPS repetitions of '$METHODS'"
-"$NETLAB" run "${lab[@]}" --timeout 1500 -- "$SELF" --inner "$A" "$B" "$BYTES" "$REPS" "$BUILD" "$OUT" "$METHODS"
+"$NETLAB" run "${lab[@]}" --timeout 1500 -- "$SELF" --inner "$A" "$B" "$BYTES" "$REPS" "$BUILD" "$OUT" "$METHODS" "$STEPS" "$PERIOD" "$POLL_MS" "$TAIL" \
+  "$RUN_TIMEOUT"
+if ((STEPS > 0)); then
+  PY=python3
+  python3 -c 'import matplotlib' 2>/dev/null || { [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3; }
+  exec "$PY" "$HERE/crossdc_report.py" table --in "$OUT" --png "${OUT%.jsonl}.png"
+fi
 python3 - "$OUT" <<'EOF' >&2
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 bad = [r for r in rows if "error" in r or r.get("check") != "ok"]
-print("%-14s %5s %22s %24s %10s" % ("method", "runs", "WAN a->b / shard (med)", "b rollout stall (med, s)", "check"))
+print("| %s | %s | %s | %s | %s | %s |" % ("method", "runs", "WAN a->b / shard (median)", "rollout stall in b (median, s)", "rollout stall in a (median, s)", "bytes"))
+print("|---|---|---|---|---|---|")
 for m in dict.fromkeys(r["method"] for r in rows):
     ok = [r for r in rows if r["method"] == m and "error" not in r]
     if not ok:
-        print("%-14s %5d %22s" % (m, 0, "failed")); continue
+        print("| %s | 0 | failed | | | |" % m); continue
     wan = statistics.median(r["wan_per_version"] for r in ok)
     stall = statistics.median(s for r in ok for s in r["stall_b_s"])
-    print("%-14s %5d %22.3f %24.3f %10s" % (m, len(ok), wan, stall, "ok" if all(r["check"] == "ok" for r in ok) else "BAD"))
+    sa = [s for r in ok for s in r["stall_a_s"]]
+    print("| %s | %d | %.3f | %.2f | %s | %s |" % (m, len(ok), wan, stall, "%.2f" % statistics.median(sa) if sa else "-",
+                                              "ok" if all(r["check"] == "ok" for r in ok) else "BAD"))
 sys.exit(1 if bad else 0)
 EOF

@@ -258,8 +258,9 @@ int THUB_Info_free(THUB_Info *info);
  *    wherever it is
  *  - `smart_skipping` (bool, default `true`; registry): with seeding: while a replica of a
  *    datacenter receives a version, a latest request there does not fetch a newer one across (a
- *    replicate takes the version on its way, an update returns THUB_NOT_UPDATED until a newer
- *    version is whole in the datacenter); absolute versions are always served as asked
+ *    replicate takes the version on its way; an update takes the newest version whole in the
+ *    datacenter, or returns THUB_NOT_UPDATED while one is on its way); absolute versions are always
+ *    served as asked
  *  - `max_readers` (int, default `1`, 1..1048576; registry): readers per source at a time
  *  - `round_hold_ms` (int, default `1000`, 0..86400000; registry): how long (ms) a round of a
  *    replica of several shards waits for all its shards: it keeps its source's buffers for a shard

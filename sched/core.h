@@ -85,10 +85,8 @@ struct Lease {
   ClientId reader_client = 0;
   Version version = -1;
   bool from_offload = false;  // reads the source's host copy, not its buffers
-  // A seed (Config::seeding): its reader is in another datacenter than its source. It holds
-  // no reader slot of the source (load()): at most one per datacenter and shard reads a
-  // version across at a time, at the WAN's pace, and the source's own datacenter should not
-  // wait for it.
+  // A seed that holds no reader slot of its source (load()): its reader is in another
+  // datacenter than its source, with Config::seeding and !Config::seed_takes_slot.
   bool seed = false;
   Time orphan_until = 0;      // > 0: the reader was removed for silence; ends then
   Time granted_at = 0;        // introspection only

@@ -548,7 +548,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.reader_client = m.client;
   l.version = v;
   l.from_offload = pick.from_offload;
-  l.seed = cfg_.seeding && dc_of(src) != dc_of(m);
+  l.seed = cfg_.seeding && !cfg_.seed_takes_slot && dc_of(src) != dc_of(m);
   l.granted_at = now_;
   l.progress_at = now_;
   // m is on a cached chain only as its start, unless somebody reads m (a regrant of a

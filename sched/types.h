@@ -75,6 +75,12 @@ struct Config {
   // none and v is on its way, and crosses (as the seeder) only when nothing is. Absolute
   // versions are always what was asked.
   bool skipping = true;
+  // A seed (a read whose reader is in another datacenter than its source) takes a reader slot
+  // of its source like any read. false: it takes none, so that the source's own datacenter
+  // does not wait for a read paced by a slow WAN; where the WAN is as fast as the source's
+  // NIC, the seed then shares that NIC with another reader (the scale world, 2 TB at 3,200
+  // Gbit/s per datacenter: 2.0 x ideal instead of 1.05 x).
+  bool seed_takes_slot = true;
 };
 
 // ---- events (in) ----------------------------------------------------------------------

@@ -5,7 +5,7 @@
 # rollout had the version. One command; needs root (exit 77 otherwise).
 #
 #   bench/netlab/run-crossdc.sh [--rate 1gbit] [--wan-rate R/5] [--a 1] [--b 4] [--bytes 64M]
-#                               [--reps 3] [--methods "naive nearest seeding seeding_roomy"]
+#                               [--reps 3] [--methods "naive nearest seeding seeding_roomy seeding_noslot"]
 #                               [--build build] [--out docs/figures/crossdc.jsonl]
 #                               [--steps V [--period 2] [--poll-ms 250] [--tail 10]]
 #
@@ -26,6 +26,7 @@
 #   seeding        the defaults (seeding=true, max_readers=1)
 #   seeding_roomy  seeding=true max_readers=A+B: the trainer has a free slot for everybody,
 #                  seeding alone keeps b's rollouts inside b
+#   seeding_noslot seed_takes_slot=false: the read across takes no reader slot of the trainer
 # Per run one JSON line: the trainer's (bench thub_fanout) with wan_bytes_ab / wan_bytes_ba
 # (bytes through the WAN link, a to b and back) and wan_per_version (a to b over the shard's
 # bytes), then a table of medians on stderr.
@@ -36,7 +37,7 @@ HERE=$(dirname "$SELF")
 ROOT=$(readlink -f "$HERE/../..")
 NETLAB=$ROOT/tools/netlab/netlab.sh
 
-RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy"
+RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy seeding_noslot"
 BUILD=$ROOT/build OUT= STEPS=0 PERIOD=2 POLL_MS=250 TAIL=10
 RUN_TIMEOUT=180
 
@@ -146,6 +147,7 @@ EOF
         nearest)       run nearest "$rep" seeding=false ;;
         seeding)       run seeding "$rep" ;;
         seeding_roomy) run seeding_roomy "$rep" "max_readers=$N" ;;
+        seeding_noslot) run seeding_noslot "$rep" seed_takes_slot=false ;;
         *)             die "unknown method '$method'" ;;
       esac
     done
@@ -182,10 +184,13 @@ fi
 [[ $STEPS =~ ^[0-9]+$ ]] || die "--steps takes a count"
 if ((STEPS > 0)); then
   [[ -x $BUILD/bench/netlab/thub_crossdc ]] || die "$BUILD/bench/netlab/thub_crossdc not built (cmake --build $BUILD --target thub_crossdc)"
-  [[ $METHODS == "naive nearest seeding seeding_roomy" ]] && METHODS="naive nearest seeding skipping"
+  [[ $METHODS == "naive nearest seeding seeding_roomy seeding_noslot" ]] && METHODS="naive nearest seeding skipping"
   RUN_TIMEOUT=$(awk -v v="$STEPS" -v p="$PERIOD" -v t="$TAIL" 'BEGIN { printf "%d", 2 * (v * p + t) + 60 }')
 fi
-[[ -n $OUT ]] || OUT=$ROOT/docs/figures/crossdc$( ((STEPS > 0)) && echo -steps).jsonl
+if [[ -z $OUT ]]; then
+  OUT=$ROOT/docs/figures/crossdc.jsonl
+  ((STEPS == 0)) || OUT=$ROOT/docs/figures/crossdc-steps.jsonl
+fi
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 export NETLAB_QUIET=1

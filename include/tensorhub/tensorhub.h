@@ -261,6 +261,10 @@ int THUB_Info_free(THUB_Info *info);
  *    replicate takes the version on its way; an update takes the newest version whole in the
  *    datacenter, or returns THUB_NOT_UPDATED while one is on its way); absolute versions are always
  *    served as asked
+ *  - `seed_takes_slot` (bool, default `true`; registry): with seeding: a read across datacenters
+ *    takes a reader slot of its source like any read; false: it takes none, so that the source's
+ *    own datacenter does not wait for a read paced by a slow WAN (where the WAN is as fast as the
+ *    source's NIC, the two then share it)
  *  - `max_readers` (int, default `1`, 1..1048576; registry): readers per source at a time
  *  - `round_hold_ms` (int, default `1000`, 0..86400000; registry): how long (ms) a round of a
  *    replica of several shards waits for all its shards: it keeps its source's buffers for a shard

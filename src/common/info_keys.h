@@ -135,6 +135,10 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "does not fetch a newer one across (a replicate takes the version on its way; an update "
      "takes the newest version whole in the datacenter, or returns THUB_NOT_UPDATED while one is "
      "on its way); absolute versions are always served as asked"},
+    {"seed_takes_slot", info_keys_detail::kReg, InfoType::kBool, "true", 0, 0,
+     "with seeding: a read across datacenters takes a reader slot of its source like any read; "
+     "false: it takes none, so that the source's own datacenter does not wait for a read paced "
+     "by a slow WAN (where the WAN is as fast as the source's NIC, the two then share it)"},
     {"max_readers", info_keys_detail::kReg, InfoType::kInt, "1", 1, 1 << 20,
      "readers per source at a time"},
     {"round_hold_ms", info_keys_detail::kReg, InfoType::kInt, "1000", 0, info_keys_detail::kDay,

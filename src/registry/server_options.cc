@@ -17,6 +17,7 @@ ServerOptions ServerOptions::from_info(const InfoMap& info) {
   o.sched.pipeline = info.get<info_key("pipeline")>();
   o.sched.seeding = info.get<info_key("seeding")>();
   o.sched.skipping = info.get<info_key("smart_skipping")>();
+  o.sched.seed_takes_slot = info.get<info_key("seed_takes_slot")>();
   o.sched.max_readers_per_source = static_cast<int>(info.get<info_key("max_readers")>());
   o.sched.round_hold = info.get<info_key("round_hold_ms")>() * 1000;
   o.sched.takeover_grace = info.get<info_key("takeover_grace_ms")>() * 1000;

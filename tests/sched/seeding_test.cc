@@ -80,11 +80,13 @@ TEST(SeedingTest, WithPipeliningTheOthersReadBehindTheSeeder) {
   EXPECT_EQ(ga->source, w.t);
 }
 
-// A seed holds no reader slot of its source: with one reader per source (the default), the
-// trainer's own datacenter does not wait while b's seeder reads at the WAN's pace, and a
-// second reader of a still waits for the trainer's one slot.
-TEST(SeedingTest, ASeedTakesNoReaderSlotOfItsSource) {
-  TwoDcs w(Config{5'000'000, 1, true});
+// seed_takes_slot=false: a seed holds no reader slot of its source: with one reader per
+// source, the trainer's own datacenter does not wait while b's seeder reads at the WAN's
+// pace, and a second reader of a still waits for the trainer's one slot.
+TEST(SeedingTest, ASeedTakesNoReaderSlotOfItsSourceWhenSoConfigured) {
+  Config c{5'000'000, 1, true};
+  c.seed_takes_slot = false;
+  TwoDcs w(c);
   MemberId rb = w.rollout(10), ra = w.rollout(20, "a"), ra2 = w.rollout(21, "a");
   auto gb = w.h.replicate_now(10, rb, 1);
   ASSERT_TRUE(gb);
@@ -95,6 +97,20 @@ TEST(SeedingTest, ASeedTakesNoReaderSlotOfItsSource) {
   auto ga2 = w.h.replicate_now(21, ra2, 1);
   ASSERT_TRUE(ga2);
   EXPECT_EQ(ga2->source, ra);  // the trainer's slot is ra's: behind ra, in a
+}
+
+TEST(SeedingTest, ASeedTakesAReaderSlotByDefault) {
+  TwoDcs w(Config{5'000'000, 1, true});
+  MemberId rb = w.rollout(10), ra = w.rollout(20, "a");
+  auto gb = w.h.replicate_now(10, rb, 1);
+  ASSERT_TRUE(gb);
+  EXPECT_EQ(gb->source, w.t);
+  RequestId qa = w.h.replicate(20, ra, 1);
+  EXPECT_FALSE(w.h.reply_to(20, qa));  // the trainer's one slot is the seed's; a has no other holder
+  w.h.done(10, rb, gb->lease);
+  auto ga = w.h.reply_to(20, qa);
+  ASSERT_TRUE(ga);
+  EXPECT_EQ(ga->source, w.t);
 }
 
 // A seeder that dies mid-seed: its reader resumes from the seeder's own source (the splice),

@@ -34,6 +34,9 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   // How long a round keeps a source's buffers for a shard that has not asked (0: not at all).
   cfg_.round_hold = static_cast<Time>(r(20) == 0 ? 0 : 50 + r(950)) * kMs;
   if (const char* e = std::getenv("THUB_SIM_ROUND_HOLD_MS")) cfg_.round_hold = std::strtoll(e, nullptr, 10) * kMs;
+  // Seeds across datacenters take a reader slot on even seeds, none on odd ones (no draw:
+  // the rest of the seed is as before).
+  cfg_.seed_takes_slot = seed % 2 == 0;
   reg_ = std::make_unique<Registry>(cfg_);
 }
 

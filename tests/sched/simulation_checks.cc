@@ -438,7 +438,8 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
     if (cfg_.seeding) check_seeding(c, s, rep);
     held_[rep.lease] = Held{rep.source, sh.id, 0};
-    if (auto own = owner_.find(rep.source); cfg_.seeding && own != owner_.end() && sessions_.count(own->second.first))
+    if (auto own = owner_.find(rep.source);
+        cfg_.seeding && !cfg_.seed_takes_slot && own != owner_.end() && sessions_.count(own->second.first))
       held_[rep.lease].seed = actor_of(sessions_.at(own->second.first)).dc != a.dc;
     if (out.op == Op::kReplicate) {
       new_fill(sh.id);  // a reader's report of its earlier buffers: this fill is new

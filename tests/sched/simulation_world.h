@@ -391,7 +391,7 @@ class World {
     // regrant (the splice: sched/membership.cc). An upper bound: marked for every reader of
     // a gone member that read from it, counted as busy by the idle check only.
     MemberId splice_src = 0;
-    bool seed = false;      // its reader is in another datacenter (Config::seeding): no slot
+    bool seed = false;      // its reader is in another datacenter (!Config::seed_takes_slot): no slot
   };
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step

@@ -321,8 +321,9 @@ class Core {
   std::optional<std::string> choose_replica(const Member& req, Version v) const;
   std::optional<SourcePick> choose_member(const Member& req, Version v) const;
   // Seeding (Config::seeding): does a member of req's datacenter, of another replica, hold
-  // (or will it: will_serve) shard `shard` of v? Then no holder elsewhere is chosen for req.
-  // seeded_replica: the same for every shard of one replica (a round's source is a replica).
+  // (or will it: will_hold) shard req.shard of v? Then no holder elsewhere is chosen for req.
+  // seeded_replica_here: the same for every shard of one replica (a round's source is a
+  // replica); whole_only: held whole now, not on its way.
   bool seeded_here(const Member& req, Version v) const;
   bool seeded_replica_here(const Member& req, Version v, bool whole_only = false) const;
   // Smart skipping (Config::skipping): the version a relative request of req that resolved

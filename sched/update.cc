@@ -47,10 +47,13 @@ void Core::begin_update(const Replicate& e, Member& m) {
     }
     if (st == Status::kOk && e.spec < 0 && v > e.newer_than) {
       // Smart skipping: its datacenter receives an older version; nothing crosses meanwhile.
-      if (Version local = skip_to_local(m, v, e.newer_than, /*in_place=*/true); local != v) {
+      // It takes the newest version held whole there, or none while one is on its way.
+      if (Version local = skip_to_local(m, v, e.newer_than, /*in_place=*/true); local >= 0) {
+        v = local;
+      } else {
+        st = Status::kNotUpdated;
         detail = "version " + std::to_string(v) + " is not in this datacenter yet, and an older one is on its way (smart skipping)";
-        v = local >= 0 ? local : e.newer_than;
-        if (local < 0) st = Status::kNotUpdated;
+        v = e.newer_than;
       }
     }
     if (st == Status::kOk && v > e.newer_than && !replica_will_serve(m, v)) {

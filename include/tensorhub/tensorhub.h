@@ -245,6 +245,8 @@ int THUB_Info_free(THUB_Info *info);
  *    buffer (0: never); part of the layout: every replica of a model must use the same
  *  - `transfer_mode` (auto|direct|copy|tcp, default `auto`): zero-copy gets, a registered staging
  *    copy, or TCP only
+ *  - `wan_transport` (socket|ucx|same, default `socket`): how sources in another datacenter are
+ *    read: the transport's own TCP sockets, UCX gets, or the same path as a source inside
  *  - `registry_listen` (string, default unset; registry): `host:port` the registry listens on (port
  *    0: any free one; `0.0.0.0:port` for every interface); unset: the embedded registry's
  *    advertised address, port 0; tensorhub-registry requires it
@@ -571,6 +573,9 @@ int THUB_Cancel(THUB_Request *req);
  *    process_vm_readv
  *  - `bytes_ucx_mapped`: bytes of the last transfer copied from a same-host source's UCX
  *    shared-memory segment
+ *  - `source_across`: 1 when the last transfer's source was in another datacenter (read over
+ *    wan_transport), 0 when inside, -1 before any transfer
+ *  - `wan_bytes`: bytes read from sources in other datacenters, all transfers of this shard
  * <!-- END GENERATED -->
  * @param[in]  m     the model
  * @param[in]  key   one of the keys above

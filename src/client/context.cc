@@ -50,6 +50,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
                     : mode == "copy" ? TransferMode::kCopy
                     : mode == "tcp"  ? TransferMode::kTcp
                                      : TransferMode::kAuto;
+  c.wan_transport = info.get<info_key("wan_transport")>();
   // Validate early: a list of host:port, or etcd://host:port[,host:port]/prefix.
   if (registry::is_etcd_spec(c.registry)) {
     (void)registry::parse_etcd_target(c.registry);
@@ -116,6 +117,8 @@ Context::Context(const InfoMap& info) : cfg_(ContextConfig::from_info(info)) {
   wo.net_devices = cfg_.net_devices;
   wo.tls = cfg_.tls;
   wo.spin_us = cfg_.progress_spin_us;
+  wo.datacenter = cfg_.datacenter;
+  wo.wan = transport::parse_wan(cfg_.wan_transport).value_or(transport::WorkerOptions::Wan::kSocket);
   if (cfg_.transfer_mode == ContextConfig::TransferMode::kTcp && wo.tls.empty()) wo.tls = "tcp,self";
   if (wo.net_devices.empty()) {
     // The NICs nearest to where the tensors live (topo/); UCX chooses when the topology knows none.

@@ -65,6 +65,7 @@ struct ContextConfig {
   // over the transport's socket reads, and UCX keeps only its self transport (worker.cc).
   enum class TransferMode { kAuto, kDirect, kCopy, kTcp };
   TransferMode transfer_mode = TransferMode::kAuto;
+  std::string wan_transport = "socket";  // sources in another datacenter (transport::parse_wan)
   // The embedded registry's settings (the registry's keys), used when `registry` is empty.
   std::shared_ptr<const registry::ServerOptions> embedded_registry;
 

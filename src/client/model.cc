@@ -72,6 +72,8 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   std::atomic<uint64_t> registrations{0};
   std::atomic<uint64_t> path_bytes[transport::kReadPathCount] = {};  // of the last transfer, per read path
   std::atomic<uint64_t> pack_us{0}, unpack_us{0};
+  std::atomic<int64_t> source_across{-1};  // the last transfer's source: 1 in another datacenter, 0 inside
+  std::atomic<uint64_t> wan_bytes{0};      // bytes read from sources in another datacenter, all transfers
   std::atomic<uint64_t> replications{0}, partial_sources{0}, source_failures{0}, offloads{0}, republished{0};
 
   Core(Context& c, MemberIdentity id) : ctx(c), machine(std::move(id)) {}
@@ -313,7 +315,13 @@ void Model::Core::act(const BeginTransfer& a) {
         if (!self) return;
         self->counter_reads = r.stats.counter_reads;
         self->gets = r.stats.gets;
-        for (size_t p = 0; p < transport::kReadPathCount; ++p) self->path_bytes[p] = r.stats.path_bytes[p];
+        uint64_t read = 0;
+        for (size_t p = 0; p < transport::kReadPathCount; ++p) {
+          self->path_bytes[p] = r.stats.path_bytes[p];
+          read += r.stats.path_bytes[p];
+        }
+        self->source_across = r.stats.across ? 1 : 0;
+        if (r.stats.across) self->wan_bytes += read;
         self->unpack_us = static_cast<uint64_t>(d->unpack_us);
         self->feed(TransferEnded{transfer, r.code, r.source_failed, r.held, r.error});
       });
@@ -557,6 +565,8 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("bytes_socket"): return path(transport::ReadPath::kSocket);
     case stat_key("bytes_process_vm_readv"): return path(transport::ReadPath::kProcess);
     case stat_key("bytes_ucx_mapped"): return path(transport::ReadPath::kUcxMapped);
+    case stat_key("source_across"): return c.source_across;
+    case stat_key("wan_bytes"): return u(c.wan_bytes);
   }
   throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
                                    " of the table has no reading");

@@ -243,6 +243,7 @@ void Job::finish(const TransferFinish& f) {
   r.stats.gets = m_->gets();
   r.stats.bytes = m_->bytes();
   for (size_t p = 0; p < transport::kReadPathCount; ++p) r.stats.path_bytes[p] = path_bytes_[p];
+  r.stats.across = peer_ && transport::Worker::across(*peer_);
   if (!f.abandoned) {
     // Nothing can touch the keys any more. (Abandoned gets keep them until they complete.)
     keys_.clear();

@@ -52,6 +52,7 @@ struct TransferStats {
   uint64_t gets = 0;
   uint64_t bytes = 0;
   uint64_t path_bytes[transport::kReadPathCount] = {};  // bytes read over each read path
+  bool across = false;          // the source is in another datacenter (read over wan_transport)
 };
 
 struct TransferResult {

@@ -119,6 +119,10 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "every replica of a model must use the same"},
     {"transfer_mode", info_keys_detail::kCtx, InfoType::kChoice, "auto", 0, 0,
      "zero-copy gets, a registered staging copy, or TCP only", "auto|direct|copy|tcp"},
+    {"wan_transport", info_keys_detail::kCtx, InfoType::kChoice, "socket", 0, 0,
+     "how sources in another datacenter are read: the transport's own TCP sockets, UCX gets, or the same path "
+     "as a source inside",
+     "socket|ucx|same"},
     {"registry_listen", info_keys_detail::kReg, InfoType::kString, "", 0, 0,
      "`host:port` the registry listens on (port 0: any free one; `0.0.0.0:port` for every interface); "
      "unset: the embedded registry's advertised address, port 0; tensorhub-registry requires it", "", "--listen"},

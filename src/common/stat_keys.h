@@ -37,6 +37,10 @@ inline constexpr StatKeySpec kStatKeys[] = {
     {"bytes_socket", "bytes of the last transfer read over the transport's own sockets (TCP)"},
     {"bytes_process_vm_readv", "bytes of the last transfer read from a same-host source with process_vm_readv"},
     {"bytes_ucx_mapped", "bytes of the last transfer copied from a same-host source's UCX shared-memory segment"},
+    {"source_across",
+     "1 when the last transfer's source was in another datacenter (read over wan_transport), 0 when inside, -1 "
+     "before any transfer"},
+    {"wan_bytes", "bytes read from sources in other datacenters, all transfers of this shard"},
 };
 inline constexpr size_t kStatKeyCount = sizeof kStatKeys / sizeof kStatKeys[0];
 

@@ -12,8 +12,20 @@ namespace {
 // ---- process_vm_readv of a same-host source (process_reads.h) -------------------------------
 // Taken when the source advertises its process identity and the kernel lets us read it (its
 // identity word checks out); refused with the probe's reason.
+// A source in another datacenter is read over the WAN path (WorkerOptions::wan): only the
+// entry that names it takes it ("same": every entry, as for a source inside).
+bool wan_refuses(const Worker::Impl& w, const Peer& p, ReadPath path) {
+  if (!p.across) return false;
+  switch (w.opts.wan) {
+    case WorkerOptions::Wan::kSocket: return path != ReadPath::kSocket;
+    case WorkerOptions::Wan::kUcx: return path != ReadPath::kUcxGet;
+    case WorkerOptions::Wan::kSame: return false;
+  }
+  return false;
+}
+
 bool process_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string* why) {
-  if (!w.process_reads || a.proc.pid == 0) return false;
+  if (!w.process_reads || a.proc.pid == 0 || wan_refuses(w, p, ReadPath::kProcess)) return false;
   auto reader = std::make_unique<ProcessReader>(a.proc);
   *why = reader->probe();
   if (!why->empty()) return false;
@@ -36,9 +48,17 @@ void process_close(Peer& p, const std::string& why, Worker::Impl::SocketDone* do
 
 // ---- the transport's own sockets, towards peers UCX would reach over its tcp transport ------
 // Taken for a peer that needs failure handling when this worker serves socket reads (no RDMA
-// device, or only tcp allowed: socket_reads.h) and the peer serves them too.
-bool socket_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string*) {
-  if (!p.error_handling || !w.server || a.sock.port == 0) return false;
+// device, or only tcp allowed: socket_reads.h) and the peer serves them too; and for a peer
+// in another datacenter with wan_transport=socket when it serves them (else UCX's endpoint
+// takes it, with the reason logged).
+bool socket_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string* why) {
+  if (wan_refuses(w, p, ReadPath::kSocket)) return false;
+  const bool wan = p.across && w.opts.wan == WorkerOptions::Wan::kSocket;
+  if (wan && a.sock.port == 0) {
+    *why = "the source in datacenter " + a.datacenter + " serves no socket reads";
+    return false;
+  }
+  if (!wan && (!p.error_handling || !w.serve_sockets || !w.server || a.sock.port == 0)) return false;
   p.sock = std::make_unique<ReadConnection>(a.sock);
   if (p.sock->failed()) {
     p.failed = true;

@@ -10,6 +10,7 @@ namespace thub::transport {
 namespace {
 constexpr char kAddressMagic1[4] = {'T', 'H', 'W', '1'};
 constexpr char kAddressMagic2[4] = {'T', 'H', 'W', '2'};
+constexpr char kAddressMagic3[4] = {'T', 'H', 'W', '3'};
 constexpr char kRkeyMagic1[4] = {'T', 'H', 'K', '1'};
 constexpr char kRkeyMagic2[4] = {'T', 'H', 'K', '2'};
 constexpr char kRkeyMagic3[4] = {'T', 'H', 'K', '3'};
@@ -30,8 +31,12 @@ T take(const std::string& a, size_t* p, const char* what) {
 }
 }  // namespace
 
-std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id) {
-  std::string out(kAddressMagic2, 4);
+std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id,
+                           const std::string& datacenter) {
+  if (datacenter.size() > kMaxDatacenterLabel) {
+    throw Error(Code::kArg, "datacenter label longer than " + std::to_string(kMaxDatacenterLabel) + " bytes");
+  }
+  std::string out(kAddressMagic3, 4);
   put(&out, static_cast<uint32_t>(ucx.size()));
   out.append(ucx);
   put(&out, ep.port);
@@ -41,13 +46,16 @@ std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, con
   put(&out, id.pid);
   put(&out, id.nonce_addr);
   put(&out, id.nonce);
+  out.push_back(static_cast<char>(datacenter.size()));
+  out.append(datacenter);
   return out;
 }
 
 DecodedAddress decode_address(const std::string& a) {
   DecodedAddress d;
   const bool v1 = a.size() >= 4 && a.compare(0, 4, kAddressMagic1, 4) == 0;
-  const bool v2 = a.size() >= 4 && a.compare(0, 4, kAddressMagic2, 4) == 0;
+  const bool v3 = a.size() >= 4 && a.compare(0, 4, kAddressMagic3, 4) == 0;
+  const bool v2 = v3 || (a.size() >= 4 && a.compare(0, 4, kAddressMagic2, 4) == 0);
   if (!v1 && !v2) {
     d.ucx = a;
     return d;
@@ -65,6 +73,12 @@ DecodedAddress decode_address(const std::string& a) {
     d.proc.pid = take<uint32_t>(a, &p, what);
     d.proc.nonce_addr = take<uint64_t>(a, &p, what);
     d.proc.nonce = take<uint64_t>(a, &p, what);
+  }
+  if (v3) {
+    const size_t dl = take<uint8_t>(a, &p, what);
+    if (dl > a.size() - p) throw Error(Code::kTransport, "malformed worker address: datacenter label past the end");
+    d.datacenter = a.substr(p, dl);
+    p += dl;
   }
   // Nothing after the fields: a peer's address means exactly what it says, no more.
   if (p != a.size()) throw Error(Code::kTransport, "malformed worker address: trailing bytes");

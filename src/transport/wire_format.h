@@ -16,13 +16,20 @@ struct DecodedAddress {
   std::string ucx;        // the bare UCX worker address
   SocketEndpoint sock;    // port 0: no socket reads
   ProcessIdentity proc;   // pid 0: no process reads
+  std::string datacenter; // the source's `datacenter` label ("": not said, taken as ours)
 };
 
-// "THW2", u32 length, UCX address, u16 port, u8 count, IPv4s, u32 pid, u64 nonce address,
-// u64 nonce. "THW1" (the same without the last three, before process reads) still decodes;
-// anything without a magic is a bare UCX address. Throws Error(kTransport) when malformed
-// (short, a length past the end, or bytes after the last field).
-std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id);
+// The longest datacenter label an address carries (a longer one is refused when encoded).
+inline constexpr size_t kMaxDatacenterLabel = 255;
+
+// "THW3", u32 length, UCX address, u16 port, u8 count, IPv4s, u32 pid, u64 nonce address,
+// u64 nonce, u8 length, datacenter label (issue 22 item 4: a reader picks the path per source
+// by it). "THW2" (the same without the label) and "THW1" (without the last four, before
+// process reads) still decode; anything without a magic is a bare UCX address. Throws
+// Error(kTransport) when malformed (short, a length past the end, or bytes after the last
+// field), and encoding a label over kMaxDatacenterLabel bytes is Error(kArg).
+std::string encode_address(const std::string& ucx, const SocketEndpoint& ep, const ProcessIdentity& id,
+                           const std::string& datacenter = "");
 DecodedAddress decode_address(const std::string& a);
 
 struct DecodedRkey {

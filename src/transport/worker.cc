@@ -225,13 +225,15 @@ void Worker::Impl::init() {
   if (st != UCS_OK) throw Error(Code::kTransport, "ucp_worker_get_address: " + status_text(st));
   address.assign(reinterpret_cast<const char*>(a), alen);
   ucp_worker_release_address(worker, a);
-  if (serve_sockets) {
+  // Sockets also serve readers in other datacenters (wan_transport=socket, the default), so
+  // every labelled worker listens, RDMA device or not.
+  if (serve_sockets || (!opts.datacenter.empty() && opts.wan == WorkerOptions::Wan::kSocket)) {
     const char* env = std::getenv("UCX_NET_DEVICES");
     server = std::make_unique<ReadServer>(local_ipv4(env ? env : opts.net_devices));
   }
-  if (server || process_reads) {
+  if (server || process_reads || !opts.datacenter.empty()) {
     address = encode_address(address, server ? server->endpoint() : SocketEndpoint{},
-                             process_reads ? identity.identity() : ProcessIdentity{});
+                             process_reads ? identity.identity() : ProcessIdentity{}, opts.datacenter);
   }
   if (ucp_worker_get_efd(worker, &ucx_fd) != UCS_OK) ucx_fd = -1;
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -615,6 +617,7 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   p->lane = lane;
   p->error_handling = error_handling;
   const DecodedAddress a = decode_address(address);
+  p->across = impl_->across(a);
   // The source's path: the first entry that takes it (read_paths.h; UCX's endpoint takes any).
   std::string refused;
   const ReadPathOps* taken = nullptr;
@@ -628,8 +631,10 @@ std::shared_ptr<Peer> Worker::peer(const std::string& address, bool error_handli
   }
   // Said once per source, where asked (THUB_DEBUG).
   if (taken && std::getenv("THUB_DEBUG") && impl_->path_logged.insert(address).second) {
-    std::fprintf(stderr, "tensorhub: debug: reads from pid %u over %s%s\n", static_cast<unsigned>(a.proc.pid),
-                 taken->name, refused.c_str());
+    const std::string where =
+        p->across ? " in datacenter " + a.datacenter + " (wan_transport=" + wan_name(impl_->opts.wan) + ")" : "";
+    std::fprintf(stderr, "tensorhub: debug: reads from pid %u%s over %s%s\n", static_cast<unsigned>(a.proc.pid),
+                 where.c_str(), taken->name, refused.c_str());
   }
   impl_->peers[key] = p;
   return p;
@@ -750,6 +755,24 @@ bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { ret
 
 ReadPath Worker::read_path(const Peer& peer, const RemoteKey& key) { return read_path_for(peer, key).kind; }
 
+bool Worker::across(const Peer& peer) { return peer.across; }
+
+std::optional<WorkerOptions::Wan> parse_wan(const std::string& s) {
+  if (s == "socket") return WorkerOptions::Wan::kSocket;
+  if (s == "ucx") return WorkerOptions::Wan::kUcx;
+  if (s == "same") return WorkerOptions::Wan::kSame;
+  return std::nullopt;
+}
+
+const char* wan_name(WorkerOptions::Wan w) {
+  switch (w) {
+    case WorkerOptions::Wan::kSocket: return "socket";
+    case WorkerOptions::Wan::kUcx: return "ucx";
+    case WorkerOptions::Wan::kSame: return "same";
+  }
+  return "?";
+}
+
 void Worker::get(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
                  const RemoteKey& key, GetCallback cb) {
   if (peer->failed || (!peer->ep && !Impl::own_path(*peer))) {  // answered from the loop too, as every completion
@@ -843,7 +866,14 @@ std::string Worker::describe() const {
       }
       std::fprintf(f, "\n");
     }
-    if (impl_->server) {
+    if (!impl_->opts.datacenter.empty()) {
+      std::fprintf(f, "# datacenter %s; reads from other datacenters: %s (wan_transport)\n",
+                   impl_->opts.datacenter.c_str(),
+                   impl_->opts.wan == WorkerOptions::Wan::kSocket ? "over sockets"
+                   : impl_->opts.wan == WorkerOptions::Wan::kUcx  ? "UCX gets"
+                                                                  : "as from this datacenter");
+    }
+    if (impl_->server && impl_->serve_sockets) {
       SocketEndpoint e = impl_->server->endpoint();
       std::fprintf(f, "# reads from peers with failure handling: over sockets (no RDMA device), port %u, at",
                    static_cast<unsigned>(e.port));

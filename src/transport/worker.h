@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace thub::transport {
@@ -14,7 +15,19 @@ struct WorkerOptions {
   std::string net_devices;  // UCX_NET_DEVICES unless the environment sets it ("" = UCX chooses)
   std::string tls;          // UCX_TLS unless the environment sets it ("" = UCX chooses)
   int64_t spin_us = 20;     // progress thread: spin this long after the last event, then sleep
+  // Transports per peer (issue 22 item 4): the worker's `datacenter` label travels in its
+  // address; a source whose label differs is read over `wan`, one inside over the usual order
+  // (read_paths.h). "" labels nothing: every source is then inside.
+  std::string datacenter;
+  enum class Wan : uint8_t {
+    kSocket,  // the transport's own sockets (TCP), served by every worker (the default)
+    kUcx,     // UCX gets, over whatever UCX reaches the source with (RDMA across datacenters)
+    kSame,    // no difference: the path a source inside would get
+  } wan = Wan::kSocket;
 };
+// "socket", "ucx", "same" (the info key `wan_transport`); nullopt for anything else.
+std::optional<WorkerOptions::Wan> parse_wan(const std::string& s);
+const char* wan_name(WorkerOptions::Wan w);
 
 // The UCX_TLS list a worker uses when sockets serve reads to other hosts: `tls` (the list
 // asked for, "" = UCX chooses) without UCX's tcp transport, which serves gets in software from
@@ -106,6 +119,9 @@ class Worker {
            const RemoteKey& key, GetCallback cb);
   // The path get() takes for reads of `key`'s memory at `peer`.
   [[nodiscard]] static ReadPath read_path(const Peer& peer, const RemoteKey& key);
+  // True when `peer` is in another datacenter than this worker (WorkerOptions::datacenter):
+  // its reads then take the WAN path (WorkerOptions::wan).
+  [[nodiscard]] static bool across(const Peer& peer);
 
   // True when this UCX can register and move CUDA memory itself: its context lists the
   // CUDA memory type and it is >= 1.16 (older RMA paths treat every buffer as host memory).

@@ -38,6 +38,7 @@ class Peer {
   int lane = 0;
   bool failed = false;
   bool error_handling = false;
+  bool across = false;     // in another datacenter (WorkerOptions::wan picks its path)
   std::string error;
 };
 
@@ -75,8 +76,14 @@ struct Worker::Impl {
   std::string tls_in_use;      // the UCX_TLS list the context was made with ("" = UCX chooses)
   bool local_failure_detected = false;  // every transport in use detects a failed peer (tcp, self)
   // Reads from peers that need failure handling go over sockets (socket_reads.h): UCX would
-  // carry them over its tcp transport (no RDMA device, or UCX_TLS allows only tcp).
+  // carry them over its tcp transport (no RDMA device, or UCX_TLS allows only tcp). Readers
+  // in another datacenter use them too (WorkerOptions::wan, socket: the server then runs
+  // whatever serve_sockets says).
   std::unique_ptr<ReadServer> server;
+  // `a` names another datacenter than ours (both labelled).
+  [[nodiscard]] bool across(const DecodedAddress& a) const {
+    return !opts.datacenter.empty() && !a.datacenter.empty() && a.datacenter != opts.datacenter;
+  }
   using SocketDone = std::vector<std::pair<ReadConnection::Done, std::string>>;
   std::vector<pollfd> socket_fds;
   void add_socket_fds();

@@ -84,7 +84,9 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
   // The transport's codecs (current versions: the older ones are written by nothing now).
   transport::SocketEndpoint ep{7, {0x0100007f, 0x0200000a}};
   transport::ProcessIdentity id{1234, 0x7f0000001000, 99};
-  EXPECT_EQ(serialize(address({"ucx-address", ep.port, ep.ipv4, id.pid, id.nonce_addr, id.nonce, 2})),
+  EXPECT_EQ(serialize(address({"ucx-address", ep.port, ep.ipv4, id.pid, id.nonce_addr, id.nonce, "dc-b", 3})),
+            transport::encode_address("ucx-address", ep, id, "dc-b"));
+  EXPECT_EQ(serialize(address({"ucx-address", ep.port, ep.ipv4, id.pid, id.nonce_addr, id.nonce, "", 3})),
             transport::encode_address("ucx-address", ep, id));
   EXPECT_EQ(serialize(rkey({"ucx-rkey", 5, 0x1000, 4096, true, true, 3, 77, 3})),
             transport::encode_rkey("ucx-rkey", 5, 0x1000, 4096, true, {true, 3, 77}));

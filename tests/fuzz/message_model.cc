@@ -201,7 +201,7 @@ sched::Snapshot random_snapshot(Rng& rng) {
 Message address(const AddressFields& a) {
   Message m{Shape::kAddress, {}};
   auto& f = m.fields;
-  f.push_back({Kind::kRaw, 0, a.version == 1 ? "THW1" : "THW2", {}});
+  f.push_back({Kind::kRaw, 0, "THW" + std::to_string(a.version), {}});
   f.push_back(str(a.ucx));
   f.push_back({Kind::kU16, a.port, {}, {}});
   f.push_back({Kind::kCount8, a.ipv4.size(), {}, {}});
@@ -210,6 +210,10 @@ Message address(const AddressFields& a) {
     f.push_back(u32(a.pid));
     f.push_back(u64(a.nonce_addr));
     f.push_back(u64(a.nonce));
+  }
+  if (a.version >= 3) {
+    f.push_back({Kind::kCount8, a.datacenter.size(), {}, {}});
+    f.push_back({Kind::kRaw, 0, a.datacenter, {}});
   }
   return m;
 }

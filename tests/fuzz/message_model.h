@@ -61,7 +61,8 @@ sched::Snapshot random_snapshot(Rng& rng);
 Message descriptor(Rng& rng);  // a plausible client descriptor (version 3) with a few tensors
 
 // The transport's own codecs, field by field as src/transport/wire_format.cc writes them:
-// a worker address ("THW2", or the older "THW1" without the process identity) and a packed
+// a worker address ("THW3"; "THW2" without the datacenter label; the older "THW1" without the
+// process identity either) and a packed
 // rkey ("THK3"; "THK2" without the slot; "THK1": a token and the UCX rkey).
 struct AddressFields {
   std::string ucx;
@@ -69,7 +70,8 @@ struct AddressFields {
   std::vector<uint32_t> ipv4;
   uint32_t pid = 0;
   uint64_t nonce_addr = 0, nonce = 0;
-  int version = 2;
+  std::string datacenter;  // THW3 only
+  int version = 3;
 };
 struct RkeyFields {
   std::string ucx;

@@ -65,7 +65,8 @@ AddressFields random_address(Rng& r) {
   a.pid = static_cast<uint32_t>(r());
   a.nonce_addr = r();
   a.nonce = r();
-  a.version = chance(r, 6) ? 1 : 2;
+  a.version = chance(r, 6) ? 1 : chance(r, 4) ? 2 : 3;
+  if (a.version == 3) a.datacenter = seeded_bytes(r, chance(r, 8) ? 255 : pick(r, 12));
   return a;
 }
 
@@ -92,6 +93,7 @@ bool starts(const std::string& s, const char* magic) { return s.size() >= 4 && s
 // model of the input does not.
 std::string check_address(const std::string& in, bool* refused, size_t* largest) {
   transport::DecodedAddress d;
+  const int version = starts(in, "THW1") ? 1 : starts(in, "THW2") ? 2 : starts(in, "THW3") ? 3 : 0;
   try {
     AllocGuard guard(8 * in.size() + 4096);
     d = transport::decode_address(in);
@@ -99,18 +101,19 @@ std::string check_address(const std::string& in, bool* refused, size_t* largest)
   } catch (const Error& e) {
     *refused = true;
     if (e.code() != Code::kTransport) return std::string("decode_address threw another code: ") + e.what();
-    if (!starts(in, "THW1") && !starts(in, "THW2")) return "decode_address refused a bare UCX address";
+    if (version == 0) return "decode_address refused a bare UCX address";
     return "";
   }
-  if (!starts(in, "THW1") && !starts(in, "THW2")) {
-    if (d.ucx != in || d.sock.port != 0 || !d.sock.ipv4.empty() || d.proc.pid != 0)
+  if (version == 0) {
+    if (d.ucx != in || d.sock.port != 0 || !d.sock.ipv4.empty() || d.proc.pid != 0 || !d.datacenter.empty())
       return "a bare UCX address did not decode as itself";
     return "";
   }
-  AddressFields f{d.ucx, d.sock.port, d.sock.ipv4, d.proc.pid, d.proc.nonce_addr, d.proc.nonce, starts(in, "THW1") ? 1 : 2};
-  if (f.version == 1 && d.proc.pid != 0) return "a THW1 address decoded with a process identity";
+  AddressFields f{d.ucx, d.sock.port, d.sock.ipv4, d.proc.pid, d.proc.nonce_addr, d.proc.nonce, d.datacenter, version};
+  if (version == 1 && d.proc.pid != 0) return "a THW1 address decoded with a process identity";
+  if (version < 3 && !d.datacenter.empty()) return "an address before THW3 decoded with a datacenter label";
   if (serialize(address(f)) != in) return "decode_address accepted a non-canonical or partly ignored address";
-  if (f.version == 2 && transport::encode_address(d.ucx, d.sock, d.proc) != in)
+  if (version == 3 && transport::encode_address(d.ucx, d.sock, d.proc, d.datacenter) != in)
     return "encode_address does not give back the address decoded";
   return "";
 }

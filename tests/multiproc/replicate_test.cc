@@ -134,5 +134,61 @@ TEST_P(ReplicateTest, FlatAndScatteredTensorsReadEachOther) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, ReplicateTest, ::testing::Values("shm", "tcp"));
 
+// Issue 22 item 4: the path is chosen per source, by its datacenter. The trainer is in
+// datacenter a; a reader in b reads it over wan_transport (default: the transport's own
+// sockets), byte for byte (verify mode, then by content), and says so in source_across and
+// wan_bytes; a reader in a, on the same host, keeps the path inside (process reads where the
+// kernel allows them), and wan_transport=same or ucx give the path they name.
+struct WanCase {
+  const char* dc;
+  const char* wan;  // "" = the default
+};
+
+TEST(PerPeerTransportTest, EachSourceIsReadOverThePathOfItsDatacenter) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 17, 1, "datacenter=a"));
+  const WanCase cases[] = {{"b", ""}, {"a", ""}, {"b", "same"}, {"b", "ucx"}, {"b", "socket"}};
+  int i = 0;
+  for (const WanCase& w : cases) {
+    SCOPED_TRACE(std::string("datacenter=") + w.dc + " wan_transport=" + (*w.wan ? w.wan : "(default)"));
+    std::string init = std::string("datacenter=") + w.dc;
+    if (*w.wan) init += std::string(" wan_transport=") + w.wan;
+    PeerProcess& r = c.add_rollout("r" + std::to_string(i++), kLayout, "", init);
+    EXPECT_EQ(stat(r, "source_across"), -1) << "before any transfer";
+    const std::string rep = r.cmd("replicate 1");
+    ASSERT_TRUE(ok(rep)) << rep;
+    ASSERT_TRUE(ok(r.cmd("check 17")));
+    const int64_t total = stat(r, "total_bytes");
+    const int64_t pv = stat(r, "bytes_process_vm_readv"), mapped = stat(r, "bytes_ucx_mapped");
+    const int64_t sock = stat(r, "bytes_socket"), ucx = stat(r, "bytes_ucx_get");
+    ASSERT_GT(total, 0);
+    EXPECT_EQ(pv + mapped + sock + ucx, total);
+    const bool across = std::string(w.dc) != "a";
+    EXPECT_EQ(stat(r, "source_across"), across ? 1 : 0);
+    EXPECT_EQ(stat(r, "wan_bytes"), across ? total : 0);
+    const std::string wan = *w.wan ? w.wan : "socket";
+    if (across && wan == "socket") {
+      EXPECT_EQ(sock, total) << "across datacenters: the transport's own sockets";
+    } else if (across && wan == "ucx") {
+      EXPECT_EQ(ucx, total) << "across datacenters: UCX gets";
+    } else {
+      EXPECT_EQ(sock, 0) << "inside (or wan_transport=same): the path of this host";
+      if (process_reads_allowed()) {
+        EXPECT_EQ(pv + mapped, total);
+      }
+    }
+    // The trainer's source is one holder among several now: take this reader out again so
+    // that the next one reads the trainer, not a replica of another datacenter.
+    ASSERT_TRUE(ok(r.cmd("unpublish")));
+  }
+}
+
+// A label that does not fit the worker address is refused at THUB_Init, not sent.
+TEST(PerPeerTransportTest, AnOverlongDatacenterLabelIsRefused) {
+  PeerProcess p(std::map<std::string, std::string>{});
+  const std::string r = p.cmd("init datacenter=" + std::string(300, 'x'));
+  EXPECT_FALSE(ok(r)) << r;
+}
+
 }  // namespace
 }  // namespace thub::test

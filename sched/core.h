@@ -61,6 +61,9 @@ struct Member {
   uint64_t bytes_reported = 0;
   Time reported_at = 0;
   std::map<Version, OffloadCopy> offloaded;
+  // Offload seeding: the version a seed-only update in place of this member was decided for,
+  // while its old holding drains (will_hold counts it, so that the datacenter waits for it).
+  Version seeding = -1;
   bool leaving = false;       // being forgotten (Close, client removal): never indexed again
   // Its replica (models_[model].replicas[replica]): set by Open; a replica (and its model)
   // is erased only once it has no member, so this stays valid while the member exists.
@@ -211,6 +214,7 @@ struct Pending {
   Version version = -1;                 // kRegrant: the version being resumed
   uint64_t round = 0;                   // kReplicate: Replicate::round
   bool whole = false;                   // Replicate::whole: a resume of `spec` held whole
+  bool seed_only = false;               // Replicate::seed_only (never keyed: its answer differs)
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
@@ -331,6 +335,9 @@ class Core {
   // must wait for its datacenter: THUB_NOT_UPDATED).
   Version skip_to_local(const Member& req, Version v, Version newer_than, bool in_place) const;
   bool will_hold(const Replica& r, const Member& h, Version v, MemberId requester) const;
+  // Offload seeding: why a seed-only request of req for v gets nothing ("" when req is to
+  // seed v into its datacenter).
+  std::string nothing_to_seed(const Member& req, Version v, Version newer_than) const;
   const std::string& dc_of(const Member& m) const { return clients_.at(m.client).datacenter; }
 
   // ---- transaction.cc

@@ -17,7 +17,7 @@ namespace thub::sched::detail {
 
 void Core::defer(Pending p) {
   p.seq = next_seq_++;
-  p.keyed = p.kind == Pending::Kind::kReplicate && !p.in_place;
+  p.keyed = p.kind == Pending::Kind::kReplicate && !p.in_place && !p.seed_only;
   if (p.keyed) {
     const Member& m = members_.at(p.member);
     p.key = deferred_keys_.try_emplace({m.model, m.num_shards, p.spec, p.newer_than, dc_of(m)}).first;

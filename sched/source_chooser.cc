@@ -142,6 +142,7 @@ std::optional<SourcePick> Core::choose_member(const Member& req, Version v) cons
 // source slot for it (it has not asked yet: it will read v).
 bool Core::will_hold(const Replica& r, const Member& h, Version v, MemberId requester) const {
   if (will_serve(h, v, requester)) return true;
+  if (h.seeding == v && has_pending(h.id)) return true;  // a seed whose old holding drains
   for (const auto& [round, t] : r.txns)
     if (t.version == v && t.status == Status::kOk && t.reserved.count(h.shard)) return true;
   return false;
@@ -188,6 +189,20 @@ bool Core::seeded_replica_here(const Member& req, Version v, bool whole_only) co
   return false;
 }
 
+// Offload seeding: a seed buffer carries v across only where it would be the seeder, and
+// only with seeding and smart skipping (without skipping, the datacenter's updates would
+// read behind it at the WAN's pace, and nothing is gained for the memory).
+std::string Core::nothing_to_seed(const Member& req, Version v, Version newer_than) const {
+  const std::string dc = "datacenter " + dc_of(req);
+  if (!cfg_.seeding || !cfg_.skipping)
+    return "offload seeding needs the registry's seeding and smart_skipping: nothing seeded";
+  if (seeded_replica_here(req, v))
+    return "version " + std::to_string(v) + " is in " + dc + " or on its way: nothing to seed";
+  if (skip_to_local(req, v, newer_than, /*in_place=*/false) != v)
+    return "an older version is on its way to " + dc + " (smart skipping): nothing to seed";
+  return "";
+}
+
 // The versions between newer_than and v that a replica of req's datacenter holds or
 // receives are candidates; one that a whole replica there will hold but none holds whole
 // yet is a seeding in flight. A replicate skips v only while one is, and takes the newest
@@ -198,7 +213,15 @@ bool Core::seeded_replica_here(const Member& req, Version v, bool whole_only) co
 Version Core::skip_to_local(const Member& req, Version v, Version newer_than, bool in_place) const {
   if (!cfg_.seeding || !cfg_.skipping) return v;
   const Model* md = model_of(req);
-  if (!md || seeded_replica_here(req, v)) return v;
+  if (!md) return v;
+  // v itself on its way here: a replicate reads it behind the seeder; an update in place
+  // does not wait at the WAN's pace for it (the paper's smart skipping: a version being
+  // seeded is not available yet), it takes what is whole here or keeps what it has.
+  bool in_flight = false;
+  if (seeded_replica_here(req, v)) {
+    if (!in_place || seeded_replica_here(req, v, /*whole_only=*/true)) return v;
+    in_flight = true;
+  }
   const std::string& dc = dc_of(req);
   std::set<Version> near;
   for (const auto& [name, r] : md->replicas) {
@@ -212,7 +235,6 @@ Version Core::skip_to_local(const Member& req, Version v, Version newer_than, bo
     }
   }
   Version will = -1, whole = -1;
-  bool in_flight = false;
   for (auto it = near.rbegin(); it != near.rend(); ++it) {
     if (!seeded_replica_here(req, *it)) continue;
     if (will < 0) will = *it;

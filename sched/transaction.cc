@@ -108,6 +108,7 @@ void Core::replicate(const Replicate& e) {
   p.newer_than = e.newer_than;
   p.round = e.round;
   p.whole = e.whole && e.spec >= 0 && e.round > 0 && m->num_shards > 1;
+  p.seed_only = e.seed_only;
   const bool left = enter_round(*m, e.round);
   if (!try_replicate(p)) {
     // Deferred: nothing changed that another deferred request waits for (only this member's
@@ -408,9 +409,16 @@ bool Core::try_replicate(const Pending& p) {
     st = Status::kNotUpdated;
     detail = "nothing newer than " + std::to_string(p.newer_than);
   }
+  // Offload seeding: a seed buffer takes v only as its datacenter's seeder.
+  if (st == Status::kOk && p.seed_only) {
+    if (std::string why = nothing_to_seed(m, v, p.newer_than); !why.empty()) {
+      st = Status::kNotUpdated;
+      detail = std::move(why);
+    }
+  }
   // Smart skipping: while its datacenter receives an older version, a relative request
   // takes that one (behind the seeder) instead of crossing for the newest.
-  if (st == Status::kOk && p.spec < 0) {
+  if (st == Status::kOk && p.spec < 0 && !p.seed_only) {
     Version local = skip_to_local(m, v, p.newer_than, /*in_place=*/false);
     if (local >= 0) v = local;
   }
@@ -551,6 +559,7 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   l.seed = cfg_.seeding && !cfg_.seed_takes_slot && dc_of(src) != dc_of(m);
   l.granted_at = now_;
   l.progress_at = now_;
+  m.seeding = -1;  // a seed decided before its drain: now it receives (will_serve)
   // m is on a cached chain only as its start, unless somebody reads m (a regrant of a
   // partial holder): then every cached answer may change.
   if (auto rd = leases_by_source_.find(m.id); rd != leases_by_source_.end() && !rd->second.empty())

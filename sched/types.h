@@ -149,6 +149,11 @@ struct Replicate {    // reply (maybe deferred): Grant, or NotFound / NotUpdated
   // it whole (its commit was lost with the registry before): no source is read; the
   // registry counts it as holding `spec` and answers with the round's commit (lease 0).
   bool whole = false;
+  // Offload seeding (issue 22 item 3): the member is a host-memory seed buffer, and wants
+  // the version only to carry it into its datacenter: answered THUB_NOT_UPDATED unless it
+  // would be the datacenter's seeder (nothing there holds the version or will, nothing
+  // older is on its way, and the registry seeds and skips: Core::nothing_to_seed).
+  bool seed_only = false;
 };
 struct TransferDone { // the granted transfer finished; the member now holds the version fully
   ClientId client;

@@ -45,7 +45,14 @@ void Core::begin_update(const Replicate& e, Member& m) {
       v = e.newer_than;
       detail = "nothing newer than " + std::to_string(e.newer_than) + " is available (" + detail + ")";
     }
-    if (st == Status::kOk && e.spec < 0 && v > e.newer_than) {
+    if (st == Status::kOk && e.seed_only && v > e.newer_than) {
+      // Offload seeding: a seed buffer moves on only as its datacenter's seeder.
+      if (std::string why = nothing_to_seed(m, v, e.newer_than); !why.empty()) {
+        st = Status::kNotUpdated;
+        detail = std::move(why);
+        v = e.newer_than;
+      }
+    } else if (st == Status::kOk && e.spec < 0 && v > e.newer_than) {
       // Smart skipping: its datacenter receives an older version; nothing crosses meanwhile.
       // It takes the newest version held whole there, or none while one is on its way.
       if (Version local = skip_to_local(m, v, e.newer_than, /*in_place=*/true); local >= 0) {
@@ -130,6 +137,8 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.restorable = !judged;
   p.held = held;
   p.round = e.round;
+  p.seed_only = e.seed_only;
+  if (e.seed_only) m.seeding = v;  // its datacenter waits for it from now (will_hold)
   defer(p);  // granted by wake() once the buffers are empty
 }
 

@@ -5,7 +5,8 @@
 # rollout had the version. One command; needs root (exit 77 otherwise).
 #
 #   bench/netlab/run-crossdc.sh [--rate 1gbit] [--wan-rate R/5] [--a 1] [--b 4] [--bytes 64M]
-#                               [--reps 3] [--methods "naive nearest seeding seeding_roomy seeding_noslot"]
+#                               [--reps 3] [--methods "naive nearest seeding seeding_roomy seeding_noslot
+#                               seeding_kill"]
 #                               [--build build] [--out docs/figures/crossdc.jsonl]
 #                               [--steps V [--period 2] [--poll-ms 250] [--tail 10]]
 #
@@ -13,7 +14,9 @@
 # one every --period s (two trainer replicas, so that v is published while v-1 is read), and
 # rollout i calls THUB_Update(THUB_LATEST) every i x --poll-ms (inference steps of different
 # lengths: the rollouts of a datacenter ask at different moments) for V x period + --tail s.
-# Methods then: naive, nearest, seeding (smart_skipping=false) and skipping (the defaults).
+# Methods then: naive, nearest, seeding (smart_skipping=false), skipping (the defaults) and
+# offload (the defaults, and every rollout sets offload_seeding to the shard's size: a seed
+# buffer fetches each version across in the background while the rollouts keep serving).
 # Per run one JSON line (bench crossdc_steps, bench/netlab/crossdc_report.py): WAN bytes a->b
 # over V x the shard, and every update call's time (the rollout's stall) and outcome; default
 # --out docs/figures/crossdc-steps.jsonl, the CDF plot beside it (.png).
@@ -27,6 +30,10 @@
 #   seeding_roomy  seeding=true max_readers=A+B: the trainer has a free slot for everybody,
 #                  seeding alone keeps b's rollouts inside b
 #   seeding_noslot seed_takes_slot=false: the read across takes no reader slot of the trainer
+#   seeding_kill   the defaults; b's seeder (the first rollout of b: the rollouts start one
+#                  after another) SIGKILLs itself at half the shard, a reader of b takes over
+# Every process runs in verify mode (TENSORHUB_VERIFY=1: each 1 MiB block's hash is checked on
+# receipt); the rollouts of one version also compare every byte of the shard.
 # Per run one JSON line: the trainer's (bench thub_fanout) with wan_bytes_ab / wan_bytes_ba
 # (bytes through the WAN link, a to b and back) and wan_per_version (a to b over the shard's
 # bytes), then a table of medians on stderr.
@@ -37,7 +44,7 @@ HERE=$(dirname "$SELF")
 ROOT=$(readlink -f "$HERE/../..")
 NETLAB=$ROOT/tools/netlab/netlab.sh
 
-RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy seeding_noslot"
+RATE=1gbit WAN_RATE= A=1 B=4 BYTES=64M REPS=3 METHODS="naive nearest seeding seeding_roomy seeding_noslot seeding_kill"
 BUILD=$ROOT/build OUT= STEPS=0 PERIOD=2 POLL_MS=250 TAIL=10
 RUN_TIMEOUT=180
 
@@ -50,28 +57,40 @@ if [[ ${1:-} == --inner ]]; then
   RUN_TIMEOUT=${13}
   N=$((A + B))
   FANOUT=$BUILD/bench/netlab/thub_fanout
+  export TENSORHUB_VERIFY=1  # every process, both modes: each 1 MiB block's hash checked on receipt
   port=29700
   wan() { cat "/sys/class/net/$NETLAB_WAN_DEV/statistics/$1_bytes"; }
-  run() {  # run METHOD REP KEY=VALUE...: one fan-out, one JSON line
+  # run METHOD REP KEY=VALUE...: one fan-out, one JSON line. Every rollout checks every byte
+  # (--check-all), beside verify mode.
+  # seeding_kill: the rollouts start one after another (--stagger: each once the one before
+  # holds bytes), so that the first of b is b's seeder; it SIGKILLs itself at half the shard.
+  run() {
     local method=$1 rep=$2; shift 2
-    local info=() kv i rc=0 pids=() logdir json ab0 ba0 ab1 ba1
+    local info=() kv i rc=0 pids=() logdir json ab0 ba0 ab1 ba1 tx=() rx
     for kv in "$@"; do info+=(--info "$kv"); done
+    [[ $method == seeding_kill ]] && tx=(--stagger)
     logdir=$(mktemp -d)
     port=$((port + 2))
     ab0=$(wan tx) ba0=$(wan rx)
     "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role trainer --listen "$NETLAB_IP_0" \
       --rollouts "$N" --bytes "$BYTES" --label "$method" --registry-port "$port" \
-      --control-port $((port + 1)) --info datacenter=a "${info[@]}" >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+      --control-port $((port + 1)) --info datacenter=a "${tx[@]}" "${info[@]}" >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
     local trainer=$!
     for ((i = 1; i <= N; i++)); do
       local dcv=NETLAB_DC_$i
+      rx=(--check-all)
+      [[ $method == seeding_kill ]] && ((i == A + 1)) && rx+=(--die-at 0.5)
       "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role rollout \
-        --trainer "$NETLAB_IP_0:$((port + 1))" --index $((i - 1)) --info "datacenter=${!dcv}" \
+        --trainer "$NETLAB_IP_0:$((port + 1))" --index $((i - 1)) --info "datacenter=${!dcv}" "${rx[@]}" \
         >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
       pids+=($!)
     done
     wait "$trainer" || rc=$?
-    for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
+    for i in "${!pids[@]}"; do
+      # The rollout that killed itself on purpose exits with SIGKILL's status.
+      if [[ $method == seeding_kill ]] && ((i == A)); then wait "${pids[$i]}" || true; continue; fi
+      wait "${pids[$i]}" || rc=$((rc ? rc : $?))
+    done
     ab1=$(wan tx) ba1=$(wan rx)
     json=$(grep '^{"bench":"thub_fanout"' "$logdir/trainer.out" | tail -1 || true)
     if [[ $rc -ne 0 || -z $json ]]; then
@@ -87,8 +106,10 @@ d = j.get("rollouts_detail", [])
 out = {"bench": "crossdc", "method": method, "rep": rep, "dc_a_rollouts": a, "dc_b_rollouts": b,
        "bytes": j["bytes"], "wan_bps": wan, "link_gbps": j.get("link_gbps"),
        "wan_bytes_ab": ab, "wan_bytes_ba": ba, "wan_per_version": round(ab / j["bytes"], 3),
-       "check": j.get("check"), "completion_s": j.get("completion_s"),
-       "stall_a_s": [r.get("replicate_s") for r in d[:a]], "stall_b_s": [r.get("replicate_s") for r in d[a:]]}
+       "check": j.get("check"), "completion_s": j.get("completion_s"), "verify": True, "killed": j.get("killed", 0),
+       "source_failures_b": sum(r.get("source_failures", 0) for r in d[a:] if r.get("alive")),
+       "stall_a_s": [r.get("replicate_s") for r in d[:a] if r.get("alive")],
+       "stall_b_s": [r.get("replicate_s") for r in d[a:] if r.get("alive")]}
 print(json.dumps(out))
 EOF
       tail -1 "$OUT" | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print("  [%s rep %d] WAN a->b %.3f x the shard, b stalls %s s, check %s" % (j["method"], j["rep"], j["wan_per_version"], ",".join("%.2f" % s for s in j["stall_b_s"]), j["check"]))' >&2
@@ -98,7 +119,9 @@ EOF
   # steps_run METHOD REP KEY=VALUE...: V versions overtaking each other, one JSON line
   steps_run() {
     local method=$1 rep=$2; shift 2
-    local info=() kv i rc=0 pids=() logdir ab0 ba0 ab1 ba1 dur linger
+    local info=() kv i rc=0 pids=() logdir ab0 ba0 ab1 ba1 dur linger rinfo=()
+    # offload: every rollout may keep a seed buffer of the shard's size (offload_seeding)
+    [[ $method == offload ]] && rinfo=(--info "offload_seeding=$BYTES")
     for kv in "$@"; do info+=(--info "$kv"); done
     logdir=$(mktemp -d)
     port=$((port + 2))
@@ -115,7 +138,7 @@ EOF
       local dcv=NETLAB_DC_$i
       "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$BUILD/bench/netlab/thub_crossdc" --role rollout \
         --registry "$NETLAB_IP_0:$port" --index "$i" --duration "$dur" --poll-ms $((POLL_MS * i)) --bytes "$BYTES" \
-        --info "datacenter=${!dcv}" >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
+        --info "datacenter=${!dcv}" "${rinfo[@]}" >"$logdir/rollout$i.out" 2>"$logdir/rollout$i.err" &
       pids+=($!)
     done
     for i in "${pids[@]}"; do wait "$i" || rc=$((rc ? rc : $?)); done
@@ -138,7 +161,8 @@ EOF
           nearest)  steps_run nearest "$rep" seeding=false ;;
           seeding)  steps_run seeding "$rep" smart_skipping=false ;;
           skipping) steps_run skipping "$rep" ;;
-          *)        die "unknown method '$method' (with --steps: naive nearest seeding skipping)" ;;
+          offload)  steps_run offload "$rep" ;;
+          *)        die "unknown method '$method' (with --steps: naive nearest seeding skipping offload)" ;;
         esac
         continue
       fi
@@ -148,6 +172,7 @@ EOF
         seeding)       run seeding "$rep" ;;
         seeding_roomy) run seeding_roomy "$rep" "max_readers=$N" ;;
         seeding_noslot) run seeding_noslot "$rep" seed_takes_slot=false ;;
+        seeding_kill)  run seeding_kill "$rep" ;;
         *)             die "unknown method '$method'" ;;
       esac
     done
@@ -184,7 +209,7 @@ fi
 [[ $STEPS =~ ^[0-9]+$ ]] || die "--steps takes a count"
 if ((STEPS > 0)); then
   [[ -x $BUILD/bench/netlab/thub_crossdc ]] || die "$BUILD/bench/netlab/thub_crossdc not built (cmake --build $BUILD --target thub_crossdc)"
-  [[ $METHODS == "naive nearest seeding seeding_roomy seeding_noslot" ]] && METHODS="naive nearest seeding skipping"
+  [[ $METHODS == "naive nearest seeding seeding_roomy seeding_noslot seeding_kill" ]] && METHODS="naive nearest seeding skipping offload"
   RUN_TIMEOUT=$(awk -v v="$STEPS" -v p="$PERIOD" -v t="$TAIL" 'BEGIN { printf "%d", 2 * (v * p + t) + 60 }')
 fi
 if [[ -z $OUT ]]; then

@@ -245,6 +245,9 @@ int THUB_Info_free(THUB_Info *info);
  *    buffer (0: never); part of the layout: every replica of a model must use the same
  *  - `transfer_mode` (auto|direct|copy|tcp, default `auto`): zero-copy gets, a registered staging
  *    copy, or TCP only
+ *  - `offload_seeding` (size, default `0`, 0..1T): host memory a shard may take to seed new
+ *    versions into its datacenter in the background (offload seeding: a relative THUB_Update then
+ *    returns THUB_NOT_UPDATED at once while the version crosses); 0: off
  *  - `wan_transport` (socket|ucx|same, default `socket`): how sources in another datacenter are
  *    read: the transport's own TCP sockets, UCX gets, or the same path as a source inside
  *  - `registry_listen` (string, default unset; registry): `host:port` the registry listens on (port
@@ -576,6 +579,12 @@ int THUB_Cancel(THUB_Request *req);
  *  - `source_across`: 1 when the last transfer's source was in another datacenter (read over
  *    wan_transport), 0 when inside, -1 before any transfer
  *  - `wan_bytes`: bytes read from sources in other datacenters, all transfers of this shard
+ *  - `offload_seed_bytes`: host memory of this shard's seed buffer (offload_seeding), 0 when it has
+ *    none
+ *  - `offload_seed_version`: the version this shard's seed buffer holds (whole or arriving), -1
+ *    when none
+ *  - `offload_seeds`: versions this shard's seed buffer fetched across datacenters
+ *    (offload_seeding)
  * <!-- END GENERATED -->
  * @param[in]  m     the model
  * @param[in]  key   one of the keys above

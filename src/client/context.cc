@@ -51,6 +51,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
                     : mode == "tcp"  ? TransferMode::kTcp
                                      : TransferMode::kAuto;
   c.wan_transport = info.get<info_key("wan_transport")>();
+  c.offload_seeding = info.get<info_key("offload_seeding")>();
   // Validate early: a list of host:port, or etcd://host:port[,host:port]/prefix.
   if (registry::is_etcd_spec(c.registry)) {
     (void)registry::parse_etcd_target(c.registry);

@@ -57,6 +57,7 @@ struct ContextConfig {
   std::string device;                   // where the tensors live: auto, host, numa:N, cuda:N
   std::string tls;                      // UCX_TLS
   int64_t progress_spin_us = 0;         // progress thread spin window after an event
+  uint64_t offload_seeding = 0;         // offload seeding's host memory per shard (0: off)
   uint64_t compaction_threshold = 0;    // tensors below it travel packed (0: never); part of the layout
   std::string topology_xml;             // a recorded hwloc topology for NIC choice ("" : this machine)
   // auto: direct for host memory, copy for CUDA memory this UCX cannot register;

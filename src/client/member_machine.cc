@@ -209,7 +209,7 @@ void MemberMachine::send_op_request() {
         op.asked = true;  // this registry knows the round from here on
         op.asked_generation = generation_;
         send(Purpose::kOp,
-             sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round, whole_});
+             sched::Replicate{0, 0, member_, version_, -1, op.layout_hash, descriptor_, op.round, whole_, id_.seed});
       } else if (op.fill_promised) {
         // A registry may have granted the lost request and chained readers on us under its
         // fill: a grant of another version must not fill the same one (they would take it).
@@ -221,7 +221,8 @@ void MemberMachine::send_op_request() {
         op.asked = true;
         op.asked_generation = generation_;
         send(Purpose::kOp,
-             sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor, op.round});
+             sched::Replicate{0, 0, member_, op.spec, op.newer_than, op.layout_hash, op.descriptor, op.round, false,
+                              id_.seed});
       }
       break;
     case Kind::kUnpublish:

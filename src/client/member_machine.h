@@ -29,6 +29,9 @@ struct MemberIdentity {
   int shard = 0, num_shards = 1;
   int retain = 0;
   bool spot = false;
+  // A seed buffer of offload seeding (issue 22 item 3): its replicates are seed-only
+  // (sched::Replicate::seed_only).
+  bool seed = false;
 };
 
 // ---- events (in) ------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -440,10 +444,51 @@ void Model::Core::stage(uint32_t fill, bool hash) {
   });
 }
 
+// ---- offload seeding (issue 22 item 3) --------------------------------------------------------
+
+struct Model::Seed {
+  uint64_t bound = 0;  // offload_seeding: the most host memory the seed buffer may take
+  std::mutex mu;       // the fields below (stat reads them too)
+  std::vector<std::pair<std::string, uint64_t>> tensors;  // this shard's, as registered
+  std::string off;     // why this shard seeds nothing ("" while it may)
+  std::unique_ptr<Model> member;  // replica "<replica>~seed", over `buf`
+  void* buf = nullptr;
+  std::shared_ptr<Request> running;  // the member's seed-only update, until seen done
+  uint64_t bytes = 0;
+  uint64_t seeds = 0;
+
+  ~Seed() { stop(); }
+  // Waits for a seed in flight (a grant cannot be taken back), closes the member (the
+  // registry drains its readers first), then frees the memory. Under mu.
+  void stop() {
+    if (member && running && !running->done()) {
+      member->cancel(*running);
+      running->wait();
+    }
+    running.reset();
+    if (member) {
+      try {
+        member->close()->wait();
+      } catch (const Error&) {
+      }
+      member.reset();
+    }
+    std::free(buf);
+    buf = nullptr;
+    bytes = 0;
+  }
+  void turn_off(const Model& m, std::string why) {
+    const MemberIdentity& id = m.core_->machine.identity();
+    std::fprintf(stderr, "tensorhub: warning: %s/%s/shard %d: no offload seeding: %s\n", id.model.c_str(),
+                 id.replica.c_str(), id.shard, why.c_str());
+    off = std::move(why);
+  }
+};
+
 // ---- the user's side ------------------------------------------------------------------------------
 
 Model::Model(Context& ctx, const std::string& model, const std::string& replica, int shard, int num_shards,
-             const InfoMap& info) {
+             const InfoMap& info, bool seed_buffer) {
   if (model.empty()) throw Error(Code::kArg, "model name is empty");
   if (replica.empty()) throw Error(Code::kArg, "replica name is empty");
   if (model.size() > kMaxNameBytes || replica.size() > kMaxNameBytes) {
@@ -460,6 +505,7 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
   id.num_shards = num_shards;
   id.retain = static_cast<int>(info.get<info_key("retain")>());
   id.spot = info.get<info_key("spot")>();
+  id.seed = seed_buffer;
   core_ = std::make_shared<Core>(ctx, std::move(id));
   ctx.attach(core_);
   // The generation is read on the engine, where any later RegistryBack is dispatched after it.
@@ -476,9 +522,71 @@ Model::Model(Context& ctx, const std::string& model, const std::string& replica,
     c.engine().call([this] { core_.reset(); });
     throw Error(r->code(), model + "/" + replica + "/shard " + std::to_string(shard) + ": " + r->detail());
   }
+  if (!seed_buffer && ctx.config().offload_seeding > 0) {
+    seed_ = std::make_unique<Seed>();
+    seed_->bound = ctx.config().offload_seeding;
+  }
+}
+
+void Model::start_seed(int64_t spec) {
+  Seed& s = *seed_;
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.off.empty()) return;
+  if (s.running && s.running->done()) {
+    const Code c = s.running->code();
+    if (c == Code::kSuccess) {
+      s.seeds++;
+    } else if (c == Code::kLayout || c == Code::kArg || c == Code::kUnsupported || c == Code::kState) {
+      return s.turn_off(*this, std::string("its seed buffer's update failed: ") + s.running->detail());
+    }  // else (not updated, a lost version, a failed source): the next update asks again
+    s.running.reset();
+  }
+  if (!s.member) {
+    uint64_t total = 0;
+    for (const auto& [name, bytes] : s.tensors) total += (bytes + 63) & ~uint64_t{63};
+    if (total > s.bound) {
+      return s.turn_off(*this, "the shard's " + std::to_string(total) + " bytes exceed offload_seeding=" +
+                                   std::to_string(s.bound));
+    }
+    const MemberIdentity& id = core_->machine.identity();
+    const size_t alloc = std::max<size_t>(4096, (total + 4095) & ~uint64_t{4095});
+    s.buf = std::aligned_alloc(4096, alloc);
+    if (!s.buf) return s.turn_off(*this, "cannot allocate " + std::to_string(alloc) + " bytes of host memory");
+    std::memset(s.buf, 0, alloc);  // its pages now, not under the first transfer
+    try {
+      InfoMap info;
+      info.set("retain", "0");
+      info.set("spot", id.spot ? "true" : "false");
+      s.member = std::make_unique<Model>(core_->ctx, id.model, id.replica + "~seed", id.shard, id.num_shards, info,
+                                         /*seed_buffer=*/true);
+      uint64_t off = 0;
+      for (const auto& [name, bytes] : s.tensors) {
+        s.member->register_tensor(name, static_cast<char*>(s.buf) + off, bytes, kMemHost);
+        off += (bytes + 63) & ~uint64_t{63};
+      }
+    } catch (const Error& e) {
+      s.member.reset();
+      std::free(s.buf);
+      s.buf = nullptr;
+      return s.turn_off(*this, std::string("its seed buffer could not be opened: ") + e.what());
+    }
+    s.bytes = total;
+  }
+  // Every relative update asks (a refused one still counts as the seed replica's round, so
+  // that the shards of a replica stay in step); the one that runs is kept.
+  auto r = s.member->replicate(spec, true);
+  if (!s.running) s.running = std::move(r);
+}
+
+void Model::stop_seed() {
+  if (!seed_) return;
+  std::lock_guard<std::mutex> lk(seed_->mu);
+  seed_->stop();
+  seed_->off = "the model is closed";
 }
 
 Model::~Model() {
+  seed_.reset();  // before the member goes: it waits for a seed in flight
   if (!core_) return;
   Context& ctx = core_->ctx;
   ctx.detach(core_.get());
@@ -513,6 +621,10 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
     c.live.table.add(name, addr, bytes, memtype);
     c.total_bytes = c.live.table.total_bytes();
   });
+  if (seed_) {
+    std::lock_guard<std::mutex> lk(seed_->mu);
+    seed_->tensors.emplace_back(name, bytes);
+  }
 }
 
 std::shared_ptr<Request> Model::publish(int64_t version) {
@@ -520,6 +632,9 @@ std::shared_ptr<Request> Model::publish(int64_t version) {
 }
 
 std::shared_ptr<Request> Model::replicate(int64_t spec, bool update) {
+  // Offload seeding: the seed buffer's request goes first, so that the registry decides it
+  // (and sees the version on its way) before this update.
+  if (seed_ && update && spec < 0) start_seed(spec);
   return core_->submit(update ? Request::Kind::kUpdate : Request::Kind::kReplicate,
                        [spec, update](uint64_t op) { return MachineEvent{OpReplicate{op, spec, update}}; });
 }
@@ -529,6 +644,7 @@ std::shared_ptr<Request> Model::unpublish() {
 }
 
 std::shared_ptr<Request> Model::close() {
+  stop_seed();
   return core_->submit(Request::Kind::kClose, [](uint64_t op) { return MachineEvent{OpClose{op}}; });
 }
 
@@ -567,6 +683,18 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("bytes_ucx_mapped"): return path(transport::ReadPath::kUcxMapped);
     case stat_key("source_across"): return c.source_across;
     case stat_key("wan_bytes"): return u(c.wan_bytes);
+    case stat_key("offload_seed_bytes"):
+    case stat_key("offload_seed_version"):
+    case stat_key("offload_seeds"): {
+      if (!seed_) return key == stat_key("offload_seed_version") ? -1 : 0;
+      std::lock_guard<std::mutex> lk(seed_->mu);
+      if (key == stat_key("offload_seed_bytes")) return u(seed_->bytes);
+      if (key == stat_key("offload_seeds")) {
+        const bool last = seed_->running && seed_->running->done() && seed_->running->code() == Code::kSuccess;
+        return u(seed_->seeds + (last ? 1 : 0));
+      }
+      return seed_->member ? seed_->member->stat(stat_key("held_version")) : -1;
+    }
   }
   throw Error(Code::kInternal, "THUB_Model_stat: stat key " + std::to_string(static_cast<int>(key)) +
                                    " of the table has no reading");

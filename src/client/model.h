@@ -23,9 +23,10 @@ class Context;
 
 class Model {
  public:
-  // Opens the member at the registry (waits for it). Throws Error.
+  // Opens the member at the registry (waits for it). Throws Error. `seed_buffer`: the member is
+  // another model's seed buffer (offload seeding, below), never the user's.
   Model(Context& ctx, const std::string& model, const std::string& replica, int shard, int num_shards,
-        const InfoMap& info);
+        const InfoMap& info, bool seed_buffer = false);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -50,6 +51,17 @@ class Model {
 
  private:
   std::shared_ptr<Core> core_;
+  // Offload seeding (issue 22 item 3; context key offload_seeding > 0): a member of replica
+  // "<replica>~seed" over host memory of this shard's layout, made at the first relative
+  // update. Each relative update first asks it to update seed-only: where its datacenter
+  // has the newest version nowhere and nothing older on its way, it fetches the version
+  // across in the background (the seeder), while this update returns THUB_NOT_UPDATED
+  // (smart skipping: the version is on its way); a later update reads it from the seed
+  // buffer inside the datacenter.
+  struct Seed;
+  std::unique_ptr<Seed> seed_;
+  void start_seed(int64_t spec);
+  void stop_seed();
 };
 
 }  // namespace thub::client

@@ -119,6 +119,9 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "every replica of a model must use the same"},
     {"transfer_mode", info_keys_detail::kCtx, InfoType::kChoice, "auto", 0, 0,
      "zero-copy gets, a registered staging copy, or TCP only", "auto|direct|copy|tcp"},
+    {"offload_seeding", info_keys_detail::kCtx, InfoType::kSize, "0", 0, info_keys_detail::kTiB,
+     "host memory a shard may take to seed new versions into its datacenter in the background (offload "
+     "seeding: a relative THUB_Update then returns THUB_NOT_UPDATED at once while the version crosses); 0: off"},
     {"wan_transport", info_keys_detail::kCtx, InfoType::kChoice, "socket", 0, 0,
      "how sources in another datacenter are read: the transport's own TCP sockets, UCX gets, or the same path "
      "as a source inside",

@@ -41,6 +41,9 @@ inline constexpr StatKeySpec kStatKeys[] = {
      "1 when the last transfer's source was in another datacenter (read over wan_transport), 0 when inside, -1 "
      "before any transfer"},
     {"wan_bytes", "bytes read from sources in other datacenters, all transfers of this shard"},
+    {"offload_seed_bytes", "host memory of this shard's seed buffer (offload_seeding), 0 when it has none"},
+    {"offload_seed_version", "the version this shard's seed buffer holds (whole or arriving), -1 when none"},
+    {"offload_seeds", "versions this shard's seed buffer fetched across datacenters (offload_seeding)"},
 };
 inline constexpr size_t kStatKeyCount = sizeof kStatKeys / sizeof kStatKeys[0];
 

@@ -28,7 +28,7 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 7: OPEN carries the shard's round report (a re-open after a failover: its latest round, whether
 // it is still in it, the answer it had), CANCEL a status beside its version, REPLICATE a `whole` flag (a resume of a version the shard
 // already holds whole): a round has one outcome on every shard across a failover (docs/sched.md).
-constexpr uint16_t kProtocolVersion = 7;
+constexpr uint16_t kProtocolVersion = 8;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 

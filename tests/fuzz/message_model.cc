@@ -80,7 +80,7 @@ Message request(const sched::Event& ev) {
         } else if constexpr (std::is_same_v<T, sched::Replicate>) {
           return {Shape::kReplicate,
                   {u64(e.member), i64(e.spec), i64(e.newer_than), u64(e.layout_hash), str(e.descriptor), u64(e.round),
-                   boolean(e.whole)}};
+                   boolean(e.whole), boolean(e.seed_only)}};
         } else if constexpr (std::is_same_v<T, sched::TransferDone>) {
           return {Shape::kTransferDone, {u64(e.member), u64(e.lease)}};
         } else if constexpr (std::is_same_v<T, sched::SourceFailed>) {

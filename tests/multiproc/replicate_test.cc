@@ -183,6 +183,69 @@ TEST(PerPeerTransportTest, EachSourceIsReadOverThePathOfItsDatacenter) {
   }
 }
 
+// Issue 22 item 3, offload seeding, on one host with two datacenter labels: the rollout r of
+// b (offload_seeding set) holds v1; the trainer of a moves to v2. r's update returns
+// THUB_NOT_UPDATED at once while its seed buffer (replica "r~seed", host memory) fetches v2
+// across; the next update, once the seed buffer holds v2, reads it inside b (nothing more
+// crosses for r), byte for byte. A second rollout of b reads v2 inside too, and its own seed
+// buffer seeds nothing (v2 is in b already).
+TEST(OffloadSeedingProcessTest, TheRolloutKeepsServingWhileItsSeedBufferCrosses) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 21, 1, "datacenter=a"));
+  PeerProcess& r = c.add_rollout("r", kLayout, "", "datacenter=b offload_seeding=64M");
+  ASSERT_TRUE(ok(r.cmd("replicate 1")));
+  ASSERT_TRUE(ok(r.cmd("check 21")));
+  const int64_t total = stat(r, "total_bytes");
+  EXPECT_EQ(stat(r, "wan_bytes"), total) << "v1 crossed once, into r";
+  EXPECT_EQ(stat(r, "offload_seed_bytes"), 0) << "no seed buffer before a relative update";
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill 22")));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 2")));
+  std::string u = r.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 1), "2") << "THUB_NOT_UPDATED while v2 crosses into the seed buffer: " << u;
+  EXPECT_TRUE(ok(r.cmd("check 21"))) << "still serving v1";
+  EXPECT_GE(stat(r, "offload_seed_bytes"), total);
+  ASSERT_TRUE(wait_for_stat(r, "offload_seeds", [](int64_t n) { return n >= 1; }));
+  EXPECT_EQ(stat(r, "offload_seed_version"), 2);
+  u = r.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 1), "0") << u;
+  EXPECT_EQ(word(u, 2), "2") << u;
+  ASSERT_TRUE(ok(r.cmd("check 22")));
+  EXPECT_EQ(stat(r, "source_across"), 0) << "v2 read from the seed buffer, inside b";
+  EXPECT_EQ(stat(r, "wan_bytes"), total) << "nothing more crossed for r";
+  PeerProcess& r2 = c.add_rollout("r2", kLayout, "", "datacenter=b offload_seeding=64M");
+  ASSERT_TRUE(ok(r2.cmd("replicate latest")));
+  ASSERT_TRUE(ok(r2.cmd("check 22")));
+  EXPECT_EQ(stat(r2, "wan_bytes"), 0);
+  u = r2.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 1), "2") << "nothing newer: " << u;
+  EXPECT_EQ(stat(r2, "offload_seeds"), 0) << "v2 is in b: nothing to seed";
+  EXPECT_EQ(stat(r2, "offload_seed_version"), -1);
+  ASSERT_TRUE(ok(r.cmd("close")));
+  ASSERT_TRUE(ok(r2.cmd("close")));
+}
+
+// A shard larger than offload_seeding is not seeded (a warning says why): its update is the
+// ordinary one.
+TEST(OffloadSeedingProcessTest, AShardOverTheBoundIsNotSeeded) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 31, 1, "datacenter=a"));
+  PeerProcess& r = c.add_rollout("r", kLayout, "", "datacenter=b offload_seeding=1M");
+  ASSERT_TRUE(ok(r.cmd("replicate 1")));
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill 32")));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 2")));
+  const std::string u = r.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 1), "0") << "updated the ordinary way: " << u;
+  ASSERT_TRUE(ok(r.cmd("check 32")));
+  EXPECT_EQ(stat(r, "offload_seed_bytes"), 0);
+  EXPECT_EQ(stat(r, "offload_seeds"), 0);
+}
+
 // A label that does not fit the worker address is refused at THUB_Init, not sent.
 TEST(PerPeerTransportTest, AnOverlongDatacenterLabelIsRefused) {
   PeerProcess p(std::map<std::string, std::string>{});

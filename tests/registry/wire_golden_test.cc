@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
   add("open", ev(Open{1, 2, "m", "r", 2, 4, 3, true}));
   add("close", ev(sched::Close{1, 2, 9}));
   add("publish", ev(Publish{1, 2, 1, 2, 3, "descriptor"}));
-  add("replicate", ev(Replicate{1, 2, 12, -3, 5, 0xabcdef, "desc", 7}));
+  add("replicate", ev(Replicate{1, 2, 12, -3, 5, 0xabcdef, "desc", 7, false, true}));
   add("transfer_done", ev(TransferDone{1, 2, 4, 5}));
   add("source_failed", ev(SourceFailed{1, 2, 4, 5, 123456}));
   add("unpublish", ev(Unpublish{1, 2, 6}));
@@ -279,10 +279,11 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // tests/registry/frame_mac_test.cc); 5 added TRANSFER_PROGRESS; 6 changed the frame's version and
 // added NOT_LEADER; 7 changed the frame's version and added OPEN's round report (u64 round, bool
 // round_open, i32 round_status, i64 round_version, round_spec, round_newer_than), REPLICATE's
-// last field (bool whole) and CANCEL's (i32 status).
+// last field (bool whole) and CANCEL's (i32 status); 8 changed the frame's version and added
+// REPLICATE's last field (bool seed_only).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542070005004d0000000000000003000000616263"},
+     "54485542080005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -294,13 +295,14 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"heartbeat",
      ""},
     {"open",
-     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffffffffffffffffffffffff"},
+     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffff"
+     "ffffffffffffffffffff"},
     {"close",
      "0900000000000000"},
     {"publish",
      "0100000000000000020000000000000003000000000000000a00000064657363726970746f72"},
     {"replicate",
-     "0c00000000000000fdffffffffffffff0500000000000000efcdab00000000000400000064657363070000000000000000"},
+     "0c00000000000000fdffffffffffffff0500000000000000efcdab0000000000040000006465736307000000000000000001"},
     {"transfer_done",
      "04000000000000000500000000000000"},
     {"source_failed",
@@ -343,7 +345,8 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "0000740000000002000000000000000100000072000000000000002003000000000000001000000000000084030000000000"
      "00"},
     {"decode_open",
-     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffffffffffffffffffffffff"},
+     "010000006d01000000720200000004000000030000000100000000000000000000000000ffffffffffffffffffffffffffff"
+     "ffffffffffffffffffff"},
     {"decode_reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
      "0101"},
@@ -441,7 +444,6 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "415554482c31353d5452414e534645525f50524f47524553532c3130303d5245504c592c3130313d4f46464c4f41442c3130"
      "323d444953434152442c3130333d4348414c4c454e47452c3130343d415554485f4f4b2c3130353d534e415053484f542c31"
      "30363d4e4f545f4c45414445522c"},
-
 };
 
 TEST(WireGoldenTest, EveryMessageEncodesAndFailsAsRecorded) {

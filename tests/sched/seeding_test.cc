@@ -246,7 +246,8 @@ TEST(SmartSkippingTest, SwitchedOffALatestReplicateCrossesForTheNewest) {
 
 // An update in place: THUB_NOT_UPDATED while v1 is on its way into b and b holds nothing
 // newer than the updater; v1 once b holds it whole; then, with nothing on its way, the
-// updater crosses for v2 itself (the seeder of v2), and the next updater waits for it.
+// updater crosses for v2 itself (the seeder of v2), and the next updater takes v1 (whole in
+// b) instead of waiting for v2 at the WAN's pace, then keeps v1 until v2 is whole in b.
 TEST(SmartSkippingTest, AnUpdateWaitsForItsDatacenterAndThenSeedsTheNext) {
   Overtaken w(roomy(/*pipeline=*/true));
   MemberId r2 = w.rollout(11), r3 = w.rollout(12);
@@ -270,8 +271,18 @@ TEST(SmartSkippingTest, AnUpdateWaitsForItsDatacenterAndThenSeedsTheNext) {
   auto u3 = w.h.replicate_now(12, r3, -1, /*newer_than=*/0);
   ASSERT_TRUE(u3);
   ASSERT_EQ(u3->status, Status::kOk);
-  EXPECT_EQ(u3->version, 2);  // v2 is on its way into b: read behind its seeder
-  EXPECT_EQ(u3->source, r2);
+  EXPECT_EQ(u3->version, 1);  // v2 is on its way into b: not at the WAN's pace, v1 is whole in b
+  EXPECT_EQ(u3->source, w.r1);
+  w.h.done(12, r3, u3->lease);
+  auto u4 = w.h.replicate_now(12, r3, -1, /*newer_than=*/1);
+  ASSERT_TRUE(u4);
+  EXPECT_EQ(u4->status, Status::kNotUpdated);  // nothing newer whole in b, v2 on its way
+  // A replicate (nothing held) does read behind the seeder.
+  MemberId r4 = w.rollout(13);
+  auto g4 = w.h.replicate_now(13, r4, -1);
+  ASSERT_TRUE(g4);
+  EXPECT_EQ(g4->version, 2);
+  EXPECT_EQ(g4->source, r2);
 }
 
 }  // namespace

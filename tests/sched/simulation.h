@@ -40,6 +40,9 @@ struct SimResult {
   // any of them took (virtual us)
   uint64_t relative_checked = 0;
   int64_t relative_longest_us = 0;
+  // ... of those, updates answered THUB_NOT_UPDATED by smart skipping (checked at the answer:
+  // a newer version was on its way into the updater's datacenter), excused
+  uint64_t relative_skipped = 0;
   // seeding (issue 22): grants that crossed datacenters (seeds), and of them those made while
   // another replica of the reader's datacenter was reading the same shard of that version
   // across (excused only when the reader had reported that one, or its chain was broken:

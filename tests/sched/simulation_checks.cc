@@ -260,7 +260,7 @@ bool World::may_hold_view(const Session& cs, int k, Version v) const {
   const ShardView& t = cs.sh[k];
   if (cs.has_first && cs.first_v == v && !t.round_decided) return true;
   if (!t.id) return false;
-  if (t.reg_v == v || t.host_reg.count(v)) return true;
+  if (t.reg_v == v || t.host_reg.count(v) || t.offload_ordered == v) return true;  // (an ordered copy: kOffloading)
   return k < static_cast<int>(c.sh.size()) && c.sh[k].m->member() == t.id &&
          (c.sh[k].m->receiving() == v || c.sh[k].m->held() == v);  // (its done on the way)
 }
@@ -452,7 +452,19 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
       check_transaction(c, s, rep);
   }
   if (out.op == Op::kUnpublish && ok) acks_.emplace_back(c, s);
-  if (rep.status == Status::kNotUpdated && rep.detail.find("smart skipping") != std::string::npos) ++res_.skipped_updates;
+  if (rep.status == Status::kNotUpdated && rep.detail.find("smart skipping") != std::string::npos) {
+    // Smart skipping: an update keeps what it holds while a newer version is on its way into
+    // its datacenter (sched/source_chooser.cc, skip_to_local): one must be, as far as the
+    // view can tell.
+    ++res_.skipped_updates;
+    const Version before = out.op == Op::kReplicate ? std::get<Replicate>(out.ev).newer_than : -1;
+    bool on_its_way = false;
+    for (Version u : published_[a.name]) on_its_way = on_its_way || (u > before && seeded_view(a, u, -1));
+    if (!on_its_way)
+      return fail(a.replica + "/" + std::to_string(s) + " answered not updated by smart skipping (" + rep.detail +
+                  "), but nothing newer than " + std::to_string(before) + " is on its way into datacenter " + a.dc);
+    skipped_.insert({ss.actor, s});
+  }
   if (out.op == Op::kCancel && std::get<Cancel>(out.ev).version >= 0) ss.told_round = out.round;
   // A re-open's round report with a version opens its round with no planned source (the
   // report's round is the machine's count; the program's round is the one it reports on).

@@ -120,8 +120,9 @@ void World::on_complete(int i, int s, const client::CompleteOp& c) {
     if (++p->shards == a.n) p->from = now_;  // every shard of the replica has published it
   }
   if (faultless_ && !o.cancel && o.arg == -1 && (o.kind == OpRecord::Kind::kReplicate || o.kind == OpRecord::Kind::kUpdate))
-    relative_ops_.push_back(
-        RelativeOp{i, a.proc, o.round, a.model, s, o.kind == OpRecord::Kind::kUpdate, o.started, now_, c.code, o.before});
+    relative_ops_.push_back(RelativeOp{i, a.proc, o.round, a.model, s, o.kind == OpRecord::Kind::kUpdate, o.started,
+                                       now_, c.code, o.before, skipped_.count({i, s}) > 0});
+  skipped_.erase({i, s});
   sh.user_held = c.version;
   if (c.version < 0 && o.kind != OpRecord::Kind::kOpen && chance(500)) scribble_later(i, s);
   // A publish that the registry took starts the staging behind it.
@@ -226,6 +227,10 @@ void World::check_relative_liveness() {
     if (op.update && witness <= op.before) witness = -1;  // nothing newer than it held stayed
     if (witness < 0) continue;
     ++res_.relative_checked;
+    if (op.update && op.code == Code::kNotUpdated && op.skipped) {  // a newer one was on its way in
+      ++res_.relative_skipped;
+      continue;
+    }
     res_.relative_longest_us = std::max<int64_t>(res_.relative_longest_us, op.ended - asked);
     const std::string who = actors_[op.actor].replica + "/" + std::to_string(op.shard) + " " +
                             (op.update ? "update" : "replicate") + " of latest started at " + std::to_string(op.started) +

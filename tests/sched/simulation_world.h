@@ -417,8 +417,10 @@ class World {
     int actor = 0; uint64_t proc = 0; int round = 0; int model = 0; int shard = 0; bool update = false;
     Time started = 0, ended = 0; Code code = Code::kSuccess;
     Version before = -1;  // held when it started
+    bool skipped = false; // answered not updated by smart skipping (checked then)
   };
   std::vector<RelativeOp> relative_ops_;
+  std::set<std::pair<int, int>> skipped_;  // (actor, shard): its last answer was a skip
   std::set<std::tuple<int, uint64_t, int>> late_rounds_;
   uint64_t hash_ = 1469598103934665603ull;
 };

@@ -201,8 +201,8 @@ struct DeferredKey {
   uint64_t blocked_at = 0;       // ... after blocked_at answers of that wake()
 };
 // (model, num_shards, spec, newer_than, the requester's datacenter: seeding makes a request
-// wait for a holder of its own datacenter)
-using DeferredKeys = std::map<std::tuple<std::string, int, Version, Version, std::string>, DeferredKey>;
+// wait for a holder of its own datacenter; seed-only: answered otherwise)
+using DeferredKeys = std::map<std::tuple<std::string, int, Version, Version, std::string, bool>, DeferredKey>;
 
 // A request whose reply is deferred.
 struct Pending {
@@ -214,7 +214,7 @@ struct Pending {
   Version version = -1;                 // kRegrant: the version being resumed
   uint64_t round = 0;                   // kReplicate: Replicate::round
   bool whole = false;                   // Replicate::whole: a resume of `spec` held whole
-  bool seed_only = false;               // Replicate::seed_only (never keyed: its answer differs)
+  bool seed_only = false;               // Replicate::seed_only (part of its key)
   bool in_place = false;                // an update in place: the member held `held`
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;

@@ -17,10 +17,10 @@ namespace thub::sched::detail {
 
 void Core::defer(Pending p) {
   p.seq = next_seq_++;
-  p.keyed = p.kind == Pending::Kind::kReplicate && !p.in_place && !p.seed_only;
+  p.keyed = p.kind == Pending::Kind::kReplicate && !p.in_place;
   if (p.keyed) {
     const Member& m = members_.at(p.member);
-    p.key = deferred_keys_.try_emplace({m.model, m.num_shards, p.spec, p.newer_than, dc_of(m)}).first;
+    p.key = deferred_keys_.try_emplace({m.model, m.num_shards, p.spec, p.newer_than, dc_of(m), p.seed_only}).first;
     p.key->second.seqs.insert(p.seq);
   }
   // Exposed until a visit finds it waiting for the model alone (a superset is always safe).
@@ -94,7 +94,7 @@ std::string Core::check_deferred() const {
     if (mit == members_.end()) continue;  // reported by check_invariants()
     const Member& m = mit->second;
     bool has_key = p.kind == Pending::Kind::kReplicate && !p.in_place;
-    auto kit = deferred_keys_.find({m.model, m.num_shards, p.spec, p.newer_than, dc_of(m)});
+    auto kit = deferred_keys_.find({m.model, m.num_shards, p.spec, p.newer_than, dc_of(m), p.seed_only});
     if (has_key) {
       ++keyed;
       if (!p.keyed || kit == deferred_keys_.end() || kit != p.key || !kit->second.seqs.count(seq))

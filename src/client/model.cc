@@ -572,8 +572,11 @@ void Model::start_seed(int64_t spec) {
     }
     s.bytes = total;
   }
-  // Every relative update asks (a refused one still counts as the seed replica's round, so
-  // that the shards of a replica stay in step); the one that runs is kept.
+  // The rollout takes what the seed buffer holds before the buffer moves on: asked now, it
+  // would drain that version for the next one, and the rollout would skip it.
+  if (s.member->stat(stat_key("held_version")) > core_->held.load()) return;
+  // Every other relative update asks (a refused one still counts as the seed replica's round,
+  // so that the shards of a replica stay in step); the one that runs is kept.
   auto r = s.member->replicate(spec, true);
   if (!s.running) s.running = std::move(r);
 }

@@ -208,6 +208,11 @@ TEST(OffloadSeedingProcessTest, TheRolloutKeepsServingWhileItsSeedBufferCrosses)
   EXPECT_GE(stat(r, "offload_seed_bytes"), total);
   ASSERT_TRUE(wait_for_stat(r, "offload_seeds", [](int64_t n) { return n >= 1; }));
   EXPECT_EQ(stat(r, "offload_seed_version"), 2);
+  // v3 is out before r takes v2: r still takes v2 from its seed buffer first (the buffer
+  // does not move on to v3 before r holds what it holds).
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill 23")));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 3")));
   u = r.cmd("update latest");
   ASSERT_TRUE(ok(u)) << u;
   EXPECT_EQ(word(u, 1), "0") << u;
@@ -215,14 +220,24 @@ TEST(OffloadSeedingProcessTest, TheRolloutKeepsServingWhileItsSeedBufferCrosses)
   ASSERT_TRUE(ok(r.cmd("check 22")));
   EXPECT_EQ(stat(r, "source_across"), 0) << "v2 read from the seed buffer, inside b";
   EXPECT_EQ(stat(r, "wan_bytes"), total) << "nothing more crossed for r";
+  // Then the buffer seeds v3, and r keeps v2 meanwhile.
+  u = r.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 1), "2") << "THUB_NOT_UPDATED while v3 crosses: " << u;
+  ASSERT_TRUE(wait_for_stat(r, "offload_seeds", [](int64_t n) { return n >= 2; }));
+  u = r.cmd("update latest");
+  ASSERT_TRUE(ok(u)) << u;
+  EXPECT_EQ(word(u, 2), "3") << u;
+  ASSERT_TRUE(ok(r.cmd("check 23")));
+  EXPECT_EQ(stat(r, "wan_bytes"), total);
   PeerProcess& r2 = c.add_rollout("r2", kLayout, "", "datacenter=b offload_seeding=64M");
   ASSERT_TRUE(ok(r2.cmd("replicate latest")));
-  ASSERT_TRUE(ok(r2.cmd("check 22")));
+  ASSERT_TRUE(ok(r2.cmd("check 23")));
   EXPECT_EQ(stat(r2, "wan_bytes"), 0);
   u = r2.cmd("update latest");
   ASSERT_TRUE(ok(u)) << u;
   EXPECT_EQ(word(u, 1), "2") << "nothing newer: " << u;
-  EXPECT_EQ(stat(r2, "offload_seeds"), 0) << "v2 is in b: nothing to seed";
+  EXPECT_EQ(stat(r2, "offload_seeds"), 0) << "v3 is in b: nothing to seed";
   EXPECT_EQ(stat(r2, "offload_seed_version"), -1);
   ASSERT_TRUE(ok(r.cmd("close")));
   ASSERT_TRUE(ok(r2.cmd("close")));

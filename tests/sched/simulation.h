@@ -49,6 +49,7 @@ struct SimResult {
   // any other is a violation)
   uint64_t seeds = 0, seeds_beside = 0;
   uint64_t skipped_updates = 0;  // updates answered THUB_NOT_UPDATED by smart skipping
+  uint64_t offload_seeds = 0;    // grants across to seed buffers (offload seeding)
 };
 
 // THUB_SIM_FAULTLESS: a THUB_LATEST replicate or update made while some version of its model

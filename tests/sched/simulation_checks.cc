@@ -261,6 +261,12 @@ bool World::may_hold_view(const Session& cs, int k, Version v) const {
   if (cs.has_first && cs.first_v == v && !t.round_decided) return true;
   if (!t.id) return false;
   if (t.reg_v == v || t.host_reg.count(v) || t.offload_ordered == v) return true;  // (an ordered copy: kOffloading)
+  // A seed buffer's seed-only request not answered yet: the registry may have decided it for
+  // any version newer than what it holds (an update in place whose old holding drains counts
+  // as holding the new one: sched Member::seeding).
+  if (c.seed)
+    for (const auto& [q, o] : cs.out)
+      if (o.shard == k && !o.decided && o.op == Op::kReplicate && std::get<Replicate>(o.ev).newer_than < v) return true;
   return k < static_cast<int>(c.sh.size()) && c.sh[k].m->member() == t.id &&
          (c.sh[k].m->receiving() == v || c.sh[k].m->held() == v);  // (its done on the way)
 }
@@ -275,6 +281,7 @@ void World::check_seeding(ClientId c, int s, const Reply& rep) {
   const Actor* src = dc_of(rep.source);
   if (!src || src->dc == a.dc) return;
   ++res_.seeds;
+  if (a.seed) ++res_.offload_seeds;
   const MemberId me = sessions_.at(c).sh[s].id;
   const auto sn = shunned_.find(me);
   for (const auto& [l, h] : held_) {

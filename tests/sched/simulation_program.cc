@@ -17,7 +17,8 @@ void World::add_actor() {
   a.trainer = k < 2 || chance(150);
   a.model = k % 2;
   a.name = "m" + std::to_string(a.model);
-  a.replica = (a.trainer ? "train-" : "roll-") + std::to_string(k);
+  a.seed = !a.trainer && chance(120);
+  a.replica = (a.trainer ? "train-" : a.seed ? "seed-" : "roll-") + std::to_string(k);
   a.dc = chance(300) ? "dc1" : "dc0";
   a.n = model_shards(a.model);  // replicas of one model must agree on num_shards
   a.spot = !a.trainer && chance(400);
@@ -68,7 +69,7 @@ void World::start_process(int i) {
   a.unsync_versions.clear();  // a new process publishes new versions
   for (int s = 0; s < a.n; ++s) {
     Shard& sh = a.sh[s];
-    sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot});
+    sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot, a.seed});
     sh.chunks.assign(chunks_.at(a.model), kGarbage);
     new_registration(i, s);
   }
@@ -152,7 +153,7 @@ void World::next_phase(int i) {
   for (int s = 0; s < a.n; ++s) {
     Shard& sh = a.sh[s];
     if (sh.m->phase() == MemberMachine::Phase::kClosed) {
-      sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot});
+      sh.m = std::make_unique<MemberMachine>(client::MemberIdentity{a.name, a.replica, s, a.n, a.retain, a.spot, a.seed});
       new_registration(i, s);
       sh.user_held = -1;
     }
@@ -170,6 +171,19 @@ void World::next_phase(int i) {
   for (const Shard& s : a.sh) {
     any_hold = any_hold || s.user_held >= 0;
     all_hold = all_hold && s.user_held >= 0 && s.user_held == a.sh[0].user_held;
+  }
+  if (a.seed) {  // a seed buffer: seed-only updates of the latest, now and then a fresh start
+    ++a.round;
+    if (any_hold && chance(100)) {
+      for (int s = 0; s < a.n; ++s)
+        if (a.sh[s].user_held >= 0) start_op(i, s, OpRecord::Kind::kUnpublish, -1, false, static_cast<Time>(r(20)) * kMs, false);
+      return;
+    }
+    // (Holding nothing, or shards holding different versions after a failed round: the
+    // machine asks a plain seed-only replicate, or its update in place, per shard.)
+    for (int s = 0; s < a.n; ++s)
+      start_op(i, s, OpRecord::Kind::kUpdate, -1, true, static_cast<Time>(r(20)) * kMs, !faultless_ && chance(30));
+    return;
   }
   if (!a.trainer && all_hold && chance(300)) {  // THUB_Update in place
     ++a.round;

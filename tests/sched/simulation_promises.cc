@@ -225,7 +225,7 @@ void World::check_relative_liveness() {
       if ((p.to < 0 ? now_ : p.to) >= asked + kStaysPublished) witness = std::max(witness, p.v);
     }
     if (op.update && witness <= op.before) witness = -1;  // nothing newer than it held stayed
-    if (witness < 0) continue;
+    if (witness < 0 || actors_[op.actor].seed) continue;  // (a seed buffer may have nothing to seed)
     ++res_.relative_checked;
     if (op.update && op.code == Code::kNotUpdated && op.skipped) {  // a newer one was on its way in
       ++res_.relative_skipped;

@@ -59,6 +59,8 @@ void accumulate(SimResult& sum, const SimResult& r) {
   sum.seeds += r.seeds;
   sum.seeds_beside += r.seeds_beside;
   sum.skipped_updates += r.skipped_updates;
+  sum.offload_seeds += r.offload_seeds;
+  sum.relative_skipped += r.relative_skipped;
   sum.relative_longest_us = std::max(sum.relative_longest_us, r.relative_longest_us);
 }
 
@@ -144,6 +146,10 @@ TEST(SimulationTest, TenThousandSeeds) {
     // of them move to a newer version as a whole
     EXPECT_GT(sum.rounds, seeds);
     EXPECT_GT(sum.rounds_moved, 0u);
+    // offload seeding: seed buffers cross as their datacenter's seeders, and updates are
+    // answered not updated while something is on its way in (each checked at the answer)
+    EXPECT_GT(sum.offload_seeds, 0u);
+    EXPECT_GT(sum.skipped_updates, 0u);
   }
   if (seeds >= 1000) {
     EXPECT_GT(sum.rounds_failover, 0u);  // rounds across a failover are compared too

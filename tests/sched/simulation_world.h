@@ -179,6 +179,9 @@ struct Conn {            // the process's registry connection (src/registry/conn
 
 struct Actor {           // one replica (all its shards in one process)
   bool trainer = false, spot = false, alive = false;
+  // A seed buffer of offload seeding (issue 22 item 3): every replicate and update of its
+  // shards is seed-only (MemberIdentity::seed); it asks only for the latest version.
+  bool seed = false;
   bool long_steps = false;  // faultless worlds: a trainer that keeps each version 300-800 ms
   // A trainer whose shards step on their own, with no barrier between them (each publishes
   // the replica's next version, waits 0-3 ms, unpublishes, rewrites): a sibling may already

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   uint64_t failed = 0, events = 0, ops = 0, skewed = 0, rounds = 0, disagreeing = 0, excused = 0, seeds_disagreeing = 0, over_failover = 0, failover_rounds = 0, moved = 0, unheld = 0, unheld_dis = 0, apart = 0;
   uint64_t relative = 0;
   int64_t relative_longest = 0;
-  uint64_t seeded = 0, beside = 0, skipped = 0;
+  uint64_t seeded = 0, beside = 0, skipped = 0, offload_seeds = 0, relative_skipped = 0;
   std::string first_disagreement;
   for (uint64_t s = first; s < first + seeds; ++s) {
     auto r = thub::sched::sim::run_simulation(s, steps);
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
     seeded += r.seeds;
     beside += r.seeds_beside;
     skipped += r.skipped_updates;
+    offload_seeds += r.offload_seeds;
+    relative_skipped += r.relative_skipped;
     relative_longest = std::max(relative_longest, r.relative_longest_us);
     if (first_disagreement.empty() && !r.first_disagreement.empty())
       first_disagreement = "seed " + std::to_string(s) + ": " + r.first_disagreement;
@@ -78,13 +80,16 @@ int main(int argc, char** argv) {
               first_disagreement.empty() ? "" : "; first: ", first_disagreement.c_str());
   std::printf("grants across datacenters: %llu; of them beside another replica of the reader's datacenter reading "
               "that shard across: %llu (each excused: the reader had reported that one, its chain was broken, or (a round) that "
-              "replica did not read every shard); updates answered not-updated by smart skipping: %llu\n",
+              "replica did not read every shard), %llu of them by seed buffers (offload seeding); updates answered "
+              "not-updated by smart skipping: %llu\n",
               static_cast<unsigned long long>(seeded), static_cast<unsigned long long>(beside),
-              static_cast<unsigned long long>(skipped));
+              static_cast<unsigned long long>(offload_seeds), static_cast<unsigned long long>(skipped));
   if (relative > 0)  // THUB_SIM_FAULTLESS
     std::printf("latest requests made while a version stayed published %lld ms after them: %llu, every one served "
+                "but %llu updates answered not updated while a newer version was on its way into their datacenter "
                 "(bound %lld ms); the longest took %.1f ms from its round's start\n",
                 static_cast<long long>(thub::sched::sim::kRelativeStaysPublishedUs / 1000), static_cast<unsigned long long>(relative),
+                static_cast<unsigned long long>(relative_skipped),
                 static_cast<long long>(thub::sched::sim::kRelativeServedWithinUs / 1000), static_cast<double>(relative_longest) / 1000.0);
   return failed ? 1 : 0;
 }

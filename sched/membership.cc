@@ -155,6 +155,9 @@ void Core::forget_member(MemberId id, bool orphan_reads) {
   // Chosen while m's own lease still says where it read from; held once that lease has
   // freed the slot (below), so the count never passes max_readers_per_source.
   auto splice = splice_candidate(m);
+  // A seed's lease (Lease::seed) held no slot of its source: none is freed to hand on (the
+  // reader's regrant across is a seed too, and takes none either).
+  if (splice && m.own_lease && leases_.count(m.own_lease) && leases_.at(m.own_lease).seed) splice.reset();
   release_held(m);        // as a reader (a dropped one's lease turns orphan: no end_lease)
   release_held_on(id);    // as a source (its held readers were candidates above)
   if (orphan_reads && m.own_lease && leases_.count(m.own_lease)) {

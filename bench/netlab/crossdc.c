@@ -296,9 +296,15 @@ static int run_rollout(const struct options *o) {
     }
     usleep((useconds_t)o->poll_ms * 1000);
   }
+  /* The library's own counts: bytes it read from the other datacenter, versions its seed
+   * buffer carried across (offload_seeding), the host memory of that buffer. */
+  int64_t wan = -1, seeds = -1, seed_bytes = -1;
+  THUB_Model_stat(m, "wan_bytes", &wan);
+  THUB_Model_stat(m, "offload_seeds", &seeds);
+  THUB_Model_stat(m, "offload_seed_bytes", &seed_bytes);
   printf("{\"bench\":\"thub_crossdc\",\"role\":\"rollout\",\"index\":%d,\"bad_words\":%" PRIu64 ",\"held\":%" PRId64
-         ",\"calls\":[",
-         o->index, bad, held);
+         ",\"wan_bytes\":%" PRId64 ",\"offload_seeds\":%" PRId64 ",\"offload_seed_bytes\":%" PRId64 ",\"calls\":[",
+         o->index, bad, held, wan, seeds, seed_bytes);
   for (int i = 0; i < n; i++)
     printf("%s[%.6f,%.6f,%" PRId64 ",%d]", i ? "," : "", calls[i].at, calls[i].took, calls[i].got, calls[i].st);
   printf("]}\n");

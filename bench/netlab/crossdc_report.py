@@ -47,7 +47,10 @@ def cmd_run(a):
            # the versions some rollout of b updated to: what b received, whatever it skipped
            "b_versions": sorted({c[2] for r in ro[a.a:] for c in r["calls"] if c[3] == 0}),
            "held_a": [r["held"] for r in ro[:a.a]], "held_b": [r["held"] for r in ro[a.a:]],
-           "calls_a": [calls(r) for r in ro[:a.a]], "calls_b": [calls(r) for r in ro[a.a:]]}
+           "calls_a": [calls(r) for r in ro[:a.a]], "calls_b": [calls(r) for r in ro[a.a:]],
+           # the library's own counts (THUB_Model_stat) per rollout of b
+           "lib_wan_bytes_b": [r.get("wan_bytes") for r in ro[a.a:]],
+           "offload_seeds_b": [r.get("offload_seeds") for r in ro[a.a:]]}
     out["wan_per_b_version"] = round(a.wan_ab / (summary["bytes"] * max(1, len(out["b_versions"]))), 3)
     print(json.dumps(out))
     stalls = ",".join("%.2f" % sum(c[1] for c in r) for r in out["calls_b"])
@@ -62,14 +65,16 @@ def cmd_table(a):
     print("| method | runs | WAN a->b / shard, per version published (median) | per version b received (median) "
           "| stall per rollout of b, summed (median, s) "
           "| per update call in b: median / p90 / max (s) | updates to a newer version in b (median per rollout) "
-          "| trainer stall, max (s) | bytes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| trainer stall, max (s) | after its first version: stall per rollout of b, summed (mean / max, s) "
+          "| after its first version: longest update call in b (s) "
+          "| after its first version: stall per update to a newer version in b (mean, s) | bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     bad = False
     cdf = {}
     for m in methods:
         ok = [r for r in rows if r["method"] == m and "error" not in r]
         if not ok:
-            print("| %s | 0 | failed | | | | | | |" % m)
+            print("| %s | 0 | failed | | | | | | | | | |" % m)
             bad = True
             continue
         wan = statistics.median(r["wan_per_version"] for r in ok)
@@ -81,9 +86,21 @@ def cmd_table(a):
         q = lambda p: per_call[min(len(per_call) - 1, int(p * len(per_call)))]
         words = sum(r["bad_words"] for r in ok)
         bad = bad or words > 0
-        print("| %s | %d | %.3f | %.3f | %.2f | %.3f / %.3f / %.2f | %g | %.2f | %s |" % (
+        # Warm: the calls after a rollout's first version (before it, it has nothing to serve
+        # with, whatever the method: its first read is paced by the WAN).
+        warm, moves = [], []
+        for r in ok:
+            for cs in r["calls_b"]:
+                first = next((i for i, c in enumerate(cs) if c[3] == 0), None)
+                if first is not None:
+                    warm.append([c[1] for c in cs[first + 1:]])
+                    moves += [c[1] for c in cs[first + 1:] if c[3] == 0]
+        warm_sums = [sum(w) for w in warm] or [0.0]
+        warm_max = max((x for w in warm for x in w), default=0.0)
+        print("| %s | %d | %.3f | %.3f | %.2f | %.3f / %.3f / %.2f | %g | %.2f | %.2f / %.2f | %.2f | %.2f | %s |" % (
             m, len(ok), wan, wan_b, statistics.median(per_rollout), q(0.5), q(0.9), per_call[-1],
-            statistics.median(moved), max(r["trainer_stall_max_s"] for r in ok), "ok" if words == 0 else "BAD"))
+            statistics.median(moved), max(r["trainer_stall_max_s"] for r in ok), statistics.mean(warm_sums),
+            max(warm_sums), warm_max, statistics.mean(moves) if moves else 0.0, "ok" if words == 0 else "BAD"))
     if a.png and cdf:
         try:
             import matplotlib

@@ -16,7 +16,9 @@
 # lengths: the rollouts of a datacenter ask at different moments) for V x period + --tail s.
 # Methods then: naive, nearest, seeding (smart_skipping=false), skipping (the defaults) and
 # offload (the defaults, and every rollout sets offload_seeding to the shard's size: a seed
-# buffer fetches each version across in the background while the rollouts keep serving).
+# buffer fetches each version across in the background while the rollouts keep serving), and
+# offload_noslot (the same with seed_takes_slot=false: a seed across holds no reader slot of
+# the trainer, so the trainer's own datacenter does not wait behind it).
 # Per run one JSON line (bench crossdc_steps, bench/netlab/crossdc_report.py): WAN bytes a->b
 # over V x the shard, and every update call's time (the rollout's stall) and outcome; default
 # --out docs/figures/crossdc-steps.jsonl, the CDF plot beside it (.png).
@@ -121,7 +123,7 @@ EOF
     local method=$1 rep=$2; shift 2
     local info=() kv i rc=0 pids=() logdir ab0 ba0 ab1 ba1 dur linger rinfo=()
     # offload: every rollout may keep a seed buffer of the shard's size (offload_seeding)
-    [[ $method == offload ]] && rinfo=(--info "offload_seeding=$BYTES")
+    [[ $method == offload* ]] && rinfo=(--info "offload_seeding=$BYTES")
     for kv in "$@"; do info+=(--info "$kv"); done
     logdir=$(mktemp -d)
     port=$((port + 2))
@@ -151,7 +153,7 @@ EOF
       tail -n 3 "$logdir"/*.err >&2 || true
       printf '{"bench":"crossdc_steps","method":"%s","rep":%d,"error":"exit %d"}\n' "$method" "$rep" "$rc" >>"$OUT"
     fi
-    rm -rf "$logdir"
+    if [[ -n ${CROSSDC_KEEP:-} ]]; then log "logs kept in $logdir"; else rm -rf "$logdir"; fi
   }
   for ((rep = 1; rep <= REPS; rep++)); do
     for method in $METHODS; do
@@ -162,7 +164,8 @@ EOF
           seeding)  steps_run seeding "$rep" smart_skipping=false ;;
           skipping) steps_run skipping "$rep" ;;
           offload)  steps_run offload "$rep" ;;
-          *)        die "unknown method '$method' (with --steps: naive nearest seeding skipping offload)" ;;
+          offload_noslot) steps_run offload_noslot "$rep" seed_takes_slot=false ;;
+          *)        die "unknown method '$method' (with --steps: naive nearest seeding skipping offload offload_noslot)" ;;
         esac
         continue
       fi

@@ -183,6 +183,13 @@ TEST(PerPeerTransportTest, EachSourceIsReadOverThePathOfItsDatacenter) {
   }
 }
 
+// The trainer moves to version v, its buffers filled with `seed`.
+void trainer_moves_to(Cluster& c, int seed, int v) {
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill " + std::to_string(seed))));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish " + std::to_string(v))));
+}
+
 // Issue 22 item 3, offload seeding, on one host with two datacenter labels: the rollout r of
 // b (offload_seeding set) holds v1; the trainer of a moves to v2. r's update returns
 // THUB_NOT_UPDATED at once while its seed buffer (replica "r~seed", host memory) fetches v2
@@ -198,9 +205,7 @@ TEST(OffloadSeedingProcessTest, TheRolloutKeepsServingWhileItsSeedBufferCrosses)
   const int64_t total = stat(r, "total_bytes");
   EXPECT_EQ(stat(r, "wan_bytes"), total) << "v1 crossed once, into r";
   EXPECT_EQ(stat(r, "offload_seed_bytes"), 0) << "no seed buffer before a relative update";
-  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
-  ASSERT_TRUE(ok(c.trainer->cmd("fill 22")));
-  ASSERT_TRUE(ok(c.trainer->cmd("publish 2")));
+  ASSERT_NO_FATAL_FAILURE(trainer_moves_to(c, 22, 2));
   std::string u = r.cmd("update latest");
   ASSERT_TRUE(ok(u)) << u;
   EXPECT_EQ(word(u, 1), "2") << "THUB_NOT_UPDATED while v2 crosses into the seed buffer: " << u;
@@ -210,9 +215,7 @@ TEST(OffloadSeedingProcessTest, TheRolloutKeepsServingWhileItsSeedBufferCrosses)
   EXPECT_EQ(stat(r, "offload_seed_version"), 2);
   // v3 is out before r takes v2: r still takes v2 from its seed buffer first (the buffer
   // does not move on to v3 before r holds what it holds).
-  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
-  ASSERT_TRUE(ok(c.trainer->cmd("fill 23")));
-  ASSERT_TRUE(ok(c.trainer->cmd("publish 3")));
+  ASSERT_NO_FATAL_FAILURE(trainer_moves_to(c, 23, 3));
   u = r.cmd("update latest");
   ASSERT_TRUE(ok(u)) << u;
   EXPECT_EQ(word(u, 1), "0") << u;
@@ -250,9 +253,7 @@ TEST(OffloadSeedingProcessTest, AShardOverTheBoundIsNotSeeded) {
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 31, 1, "datacenter=a"));
   PeerProcess& r = c.add_rollout("r", kLayout, "", "datacenter=b offload_seeding=1M");
   ASSERT_TRUE(ok(r.cmd("replicate 1")));
-  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
-  ASSERT_TRUE(ok(c.trainer->cmd("fill 32")));
-  ASSERT_TRUE(ok(c.trainer->cmd("publish 2")));
+  ASSERT_NO_FATAL_FAILURE(trainer_moves_to(c, 32, 2));
   const std::string u = r.cmd("update latest");
   ASSERT_TRUE(ok(u)) << u;
   EXPECT_EQ(word(u, 1), "0") << "updated the ordinary way: " << u;

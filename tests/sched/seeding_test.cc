@@ -133,6 +133,33 @@ TEST(SeedingTest, ADeadSeedersReaderTakesItsPlace) {
   EXPECT_EQ(g3->source, r2);
 }
 
+// seed_takes_slot=false: a dead seeder's read across held no slot of its source, so none is
+// handed to the reader behind it (the splice). It used to be: the trainer, whose one slot a
+// reader of a had taken meanwhile, then counted two readers (the simulation's invariant
+// check found it, seed 1823 of the soak with seed buffers). The reader's regrant is a seed
+// across again.
+TEST(SeedingTest, ADeadSeedWithoutASlotHandsNoSlotOn) {
+  Config c{5'000'000, 1, true};
+  c.seed_takes_slot = false;
+  TwoDcs w(c);
+  MemberId r1 = w.rollout(10), r2 = w.rollout(11), ra = w.rollout(20, "a");
+  auto g1 = w.h.replicate_now(10, r1, 1);
+  ASSERT_TRUE(g1);
+  ASSERT_EQ(g1->source, w.t);  // the seed: no slot of t
+  auto ga = w.h.replicate_now(20, ra, 1);
+  ASSERT_TRUE(ga);
+  ASSERT_EQ(ga->source, w.t);  // t's one slot
+  auto g2 = w.h.replicate_now(11, r2, 1);
+  ASSERT_TRUE(g2);
+  ASSERT_EQ(g2->source, r1);
+  w.h.send(Disconnect{10});  // (Harness::send checks the registry's invariants: load <= max)
+  RequestId f = w.h.failed(11, r2, g2->lease, /*chunks=*/5);
+  auto rg = w.h.reply_to(11, f);
+  ASSERT_TRUE(rg);
+  EXPECT_EQ(rg->status, Status::kOk) << rg->detail;
+  EXPECT_EQ(rg->source, ra) << "t's one slot is ra's: ra, in a and free, is the nearest holder";
+}
+
 // A seeder that stalls: the reader behind it reports it, and that reader (which may not read
 // it again in this transfer) crosses itself; the stalled one no longer keeps b waiting for it.
 TEST(SeedingTest, AReaderThatReportedTheSeederCrossesItself) {

@@ -463,9 +463,12 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     // Smart skipping: an update keeps what it holds while a newer version is on its way into
     // its datacenter (sched/source_chooser.cc, skip_to_local): one must be, as far as the
     // view can tell.
+    // (A round of several shards is decided at its first shard: the others get that answer
+    // later, when it may be out of date. Checked at the first.)
     ++res_.skipped_updates;
     const Version before = out.op == Op::kReplicate ? std::get<Replicate>(out.ev).newer_than : -1;
-    bool on_its_way = false;
+    const bool first = a.n == 1 || out.round == 0 || skip_rounds_.insert({c, out.round}).second;
+    bool on_its_way = !first;
     for (Version u : published_[a.name]) on_its_way = on_its_way || (u > before && seeded_view(a, u, -1));
     if (!on_its_way)
       return fail(a.replica + "/" + std::to_string(s) + " answered not updated by smart skipping (" + rep.detail +

@@ -424,6 +424,7 @@ class World {
   };
   std::vector<RelativeOp> relative_ops_;
   std::set<std::pair<int, int>> skipped_;  // (actor, shard): its last answer was a skip
+  std::set<std::pair<ClientId, int>> skip_rounds_;  // (session, round): a skip answer checked
   std::set<std::tuple<int, uint64_t, int>> late_rounds_;
   uint64_t hash_ = 1469598103934665603ull;
 };

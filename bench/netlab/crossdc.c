@@ -123,88 +123,17 @@ static void parse(int argc, char **argv, struct options *o) {
   if (o->bytes < (uint64_t)o->tensors * 4096) die("--bytes must be at least 4 KiB per tensor");
 }
 
-/* ---- the shard: T equal tensors (page multiples), the last takes the remainder; version v's
- * word w of tensor t is a hash of (v, t, w) ---------------------------------------------- */
-
-struct shard {
-  int n;
-  uint64_t sizes[MAX_TENSORS];
-  unsigned char *bufs[MAX_TENSORS];
-};
-
-static void make_shard(struct shard *s, uint64_t bytes, int tensors) {
-  uint64_t each = (bytes / (uint64_t)tensors) & ~(uint64_t)4095;
-  s->n = tensors;
-  for (int i = 0; i < tensors; i++) {
-    s->sizes[i] = i == tensors - 1 ? bytes - each * (uint64_t)(tensors - 1) : each;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, s->sizes[i]) != 0) die("cannot allocate %" PRIu64 " bytes", s->sizes[i]);
-    memset(p, 0, s->sizes[i]);
-    s->bufs[i] = p;
-  }
-}
-
-static uint64_t word_of(int64_t v, int t, uint64_t w) {
-  uint64_t x = ((uint64_t)v * 0x94D049BB133111EBull) ^ ((uint64_t)t + 1) * 0x9E3779B97F4A7C15ull ^
-               (w * 0xD1B54A32D192ED03ull);
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return x ^ (x >> 29);
-}
-
-static void fill_shard(struct shard *s, int64_t v) {
-  for (int t = 0; t < s->n; t++)
-    for (uint64_t w = 0; w < s->sizes[t] / 8; w++) memcpy(s->bufs[t] + 8 * w, &(uint64_t){word_of(v, t, w)}, 8);
-}
-
-/* 4096 words per tensor spread over it, and its last word: the wrong ones. */
-static uint64_t check_shard(const struct shard *s, int64_t v) {
-  uint64_t bad = 0;
-  for (int t = 0; t < s->n; t++) {
-    uint64_t nw = s->sizes[t] / 8, step = nw <= 4096 ? 1 : nw / 4096, x;
-    for (uint64_t w = 0; w < nw; w += step) {
-      memcpy(&x, s->bufs[t] + 8 * w, 8);
-      bad += x != word_of(v, t, w);
-    }
-    memcpy(&x, s->bufs[t] + 8 * (nw - 1), 8);
-    bad += x != word_of(v, t, nw - 1);
-  }
-  return bad;
-}
-
-static void check_thub(THUB_Context ctx, const char *what, int st) {
-  if (st >= 0) return;
-  char detail[1024] = "";
-  if (THUB_Last_error(ctx, detail, sizeof detail) != THUB_SUCCESS) detail[0] = '\0';
-  die("%s: %s | %s", what, THUB_Error_string(st), detail);
-}
-
-static THUB_Context init_context(const struct options *o) {
-  THUB_Info info = THUB_INFO_NULL;
-  THUB_Context ctx = THUB_CONTEXT_NULL;
-  check_thub(THUB_CONTEXT_NULL, "THUB_Info_create", THUB_Info_create(&info));
-  THUB_Info_set(info, o->trainer ? "registry_listen" : "registry", o->addr);
-  for (int i = 0; i < o->ninfo; i++) {
-    char key[128];
-    const char *eq = strchr(o->info_kv[i], '=');
-    snprintf(key, sizeof key, "%.*s", (int)(eq - o->info_kv[i]), o->info_kv[i]);
-    if (THUB_Info_set(info, key, eq + 1) != THUB_SUCCESS) die("bad --info '%s'", o->info_kv[i]);
-  }
-  int st = THUB_Init(info, &ctx);
-  THUB_Info_free(&info);
-  check_thub(THUB_CONTEXT_NULL, "THUB_Init", st);
-  return ctx;
-}
+#include "bench_shard.h"
 
 static THUB_Model open_shard(THUB_Context ctx, const char *replica, struct shard *s) {
   THUB_Model m = THUB_MODEL_NULL;
   check_thub(ctx, "THUB_Open", THUB_Open(ctx, MODEL_NAME, replica, 0, 1, THUB_INFO_NULL, &m));
-  for (int i = 0; i < s->n; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "layers.%d.weight", i);
-    check_thub(ctx, "THUB_Register", THUB_Register(m, name, s->bufs[i], s->sizes[i], THUB_MEM_HOST));
-  }
+  register_shard(ctx, m, s);
   return m;
+}
+
+static THUB_Context context_of(const struct options *o) {
+  return init_context(o->ninfo, o->info_kv, o->trainer ? NULL : o->addr, o->trainer ? o->addr : NULL);
 }
 
 static void sleep_until(double t) {
@@ -215,7 +144,7 @@ static void sleep_until(double t) {
 /* ---- trainer ------------------------------------------------------------------------------ */
 
 static int run_trainer(const struct options *o) {
-  THUB_Context ctx = init_context(o);
+  THUB_Context ctx = context_of(o);
   struct shard s[2];
   THUB_Model m[2];
   int held[2] = {0, 0};
@@ -269,7 +198,7 @@ struct call {
 
 static int run_rollout(const struct options *o) {
   static struct call calls[MAX_CALLS];
-  THUB_Context ctx = init_context(o);
+  THUB_Context ctx = context_of(o);
   struct shard s;
   char name[32];
   snprintf(name, sizeof name, "r%d", o->index);
@@ -288,7 +217,7 @@ static int run_rollout(const struct options *o) {
     if (c->st == THUB_SUCCESS) {
       if (c->got <= held) die("update moved from v%" PRId64 " to v%" PRId64, held, c->got);
       held = c->got;
-      uint64_t b = check_shard(&s, held);
+      uint64_t b = check_shard(&s, held, 0);
       if (b) fprintf(stderr, "thub_crossdc: rollout %d: v%" PRId64 ": %" PRIu64 " wrong words\n", o->index, held, b);
       bad += b;
     } else if (c->st != THUB_NOT_UPDATED && c->st != THUB_ERR_NOT_FOUND) {

@@ -195,84 +195,7 @@ static int members_of(const struct step_plan *p, int alive, int *kills) {
   return p->target + k;
 }
 
-/* ---- the shard: T equal tensors; word w of tensor t at version v -------------------------- */
-
-struct shard {
-  int n;
-  uint64_t sizes[MAX_TENSORS];
-  unsigned char *bufs[MAX_TENSORS];
-};
-
-static void make_shard(struct shard *s, uint64_t bytes, int tensors) {
-  uint64_t each = (bytes / (uint64_t)tensors) & ~(uint64_t)4095;
-  s->n = tensors;
-  for (int i = 0; i < tensors; i++) {
-    s->sizes[i] = i == tensors - 1 ? bytes - each * (uint64_t)(tensors - 1) : each;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, s->sizes[i]) != 0) die("cannot allocate %" PRIu64 " bytes", s->sizes[i]);
-    memset(p, 0, s->sizes[i]); /* fault the pages in now, not during a transfer */
-    s->bufs[i] = p;
-  }
-}
-
-static uint64_t word_of(int64_t v, int t, uint64_t w) {
-  uint64_t x = ((uint64_t)v * 0x94D049BB133111EBull) ^ ((uint64_t)t + 1) * 0x9E3779B97F4A7C15ull ^
-               (w * 0xD1B54A32D192ED03ull);
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return x ^ (x >> 29);
-}
-
-static void fill_shard(struct shard *s, int64_t v) {
-  for (int t = 0; t < s->n; t++) {
-    uint64_t nw = s->sizes[t] / 8, *p = (uint64_t *)(void *)s->bufs[t];
-    for (uint64_t w = 0; w < nw; w++) p[w] = word_of(v, t, w);
-  }
-}
-
-/* Wrong words among 4096 per tensor spread over it, and the last one. */
-static uint64_t check_shard(const struct shard *s, int64_t v) {
-  uint64_t bad = 0;
-  for (int t = 0; t < s->n; t++) {
-    const uint64_t nw = s->sizes[t] / 8, *p = (const uint64_t *)(const void *)s->bufs[t];
-    uint64_t step = nw <= 4096 ? 1 : nw / 4096;
-    for (uint64_t w = 0; w < nw; w += step) bad += p[w] != word_of(v, t, w);
-    if (nw > 0) bad += p[nw - 1] != word_of(v, t, nw - 1);
-  }
-  return bad;
-}
-
-/* ---- TensorHub helpers ------------------------------------------------------------------- */
-
-static void check_thub(THUB_Context ctx, const char *what, int st) {
-  if (st >= 0) return;
-  char detail[1024] = "";
-  if (THUB_Last_error(ctx, detail, sizeof detail) != THUB_SUCCESS) detail[0] = '\0';
-  die("%s: %s | %s", what, THUB_Error_string(st), detail);
-}
-
-static THUB_Info make_info(int n, char **kv) {
-  THUB_Info info = THUB_INFO_NULL;
-  check_thub(THUB_CONTEXT_NULL, "THUB_Info_create", THUB_Info_create(&info));
-  for (int i = 0; i < n; i++) {
-    char key[128];
-    const char *eq = strchr(kv[i], '=');
-    snprintf(key, sizeof key, "%.*s", (int)(eq - kv[i]), kv[i]);
-    if (THUB_Info_set(info, key, eq + 1) != THUB_SUCCESS) die("bad info '%s'", kv[i]);
-  }
-  return info;
-}
-
-static THUB_Context init_context(int n, char **kv, const char *registry, const char *listen) {
-  THUB_Info info = make_info(n, kv);
-  THUB_Context ctx = THUB_CONTEXT_NULL;
-  if (registry) THUB_Info_set(info, "registry", registry);
-  if (listen) THUB_Info_set(info, "registry_listen", listen);
-  int st = THUB_Init(info, &ctx);
-  THUB_Info_free(&info);
-  check_thub(THUB_CONTEXT_NULL, "THUB_Init", st);
-  return ctx;
-}
+#include "bench_shard.h"
 
 static THUB_Model open_shard(THUB_Context ctx, const char *replica, struct shard *s, const char *retain, int spot) {
   THUB_Model m = THUB_MODEL_NULL;
@@ -283,17 +206,8 @@ static THUB_Model open_shard(THUB_Context ctx, const char *replica, struct shard
   int st = THUB_Open(ctx, MODEL_NAME, replica, 0, 1, info, &m);
   THUB_Info_free(&info);
   check_thub(ctx, "THUB_Open", st);
-  for (int i = 0; i < s->n; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "layers.%d.weight", i);
-    check_thub(ctx, "THUB_Register", THUB_Register(m, name, s->bufs[i], s->sizes[i], THUB_MEM_HOST));
-  }
+  register_shard(ctx, m, s);
   return m;
-}
-
-static int64_t stat_of(THUB_Model m, const char *key) {
-  int64_t v = -1;
-  return THUB_Model_stat(m, key, &v) == THUB_SUCCESS ? v : -1;
 }
 
 static double cpu_s(void) { /* this process, all threads (UCX progress, embedded registry) */
@@ -313,7 +227,7 @@ static int rollout_main(const struct options *o) {
   if (!read_line(&c, line, sizeof line) || sscanf(line, "HELLO %255s %" SCNu64 " %d", registry, &bytes, &tensors) != 3 ||
       tensors < 1 || tensors > MAX_TENSORS)
     die("rollout %d: bad HELLO '%s'", o->index, line);
-  THUB_Context ctx = init_context(o->ninfo, (char **)o->info_kv, registry, NULL);
+  THUB_Context ctx = init_context(o->ninfo, (const char *const *)o->info_kv, registry, NULL);
   struct shard s;
   make_shard(&s, bytes, tensors);
   snprintf(replica, sizeof replica, "rollout-%d", o->index);
@@ -360,7 +274,7 @@ static int rollout_main(const struct options *o) {
       send_line(&c, "FAIL %" PRId64 " %.6f %.6f %d %.200s", v, t_go, t_end, st, detail);
       continue;
     }
-    uint64_t bad = got == v ? check_shard(&s, v) : UINT64_MAX;
+    uint64_t bad = got == v ? check_shard(&s, v, 0) : UINT64_MAX;
     send_line(&c, "DONE %" PRId64 " %.6f %.6f %.4f %" PRId64 " %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, v,
               t_go, t_end, cpu, got, bad, stat_of(m, "partial_sources") - partial0,
               stat_of(m, "source_failures") - fail0, stat_of(m, "counter_reads"), stat_of(m, "gets"));
@@ -639,7 +553,7 @@ static int trainer_main(const struct options *o) {
 
   char listen[96];
   snprintf(listen, sizeof listen, "%s:%d", o->listen_ip, o->registry_port);
-  THUB_Context ctx = init_context(o->ninfo, (char **)o->info_kv, NULL, listen);
+  THUB_Context ctx = init_context(o->ninfo, (const char *const *)o->info_kv, NULL, listen);
   check_thub(ctx, "THUB_Registry_address", THUB_Registry_address(ctx, T.registry, sizeof T.registry));
   struct shard s;
   make_shard(&s, o->bytes, o->tensors);

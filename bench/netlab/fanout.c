@@ -160,101 +160,12 @@ static void parse_options(int argc, char **argv, struct options *o) {
   if (o->bytes < (uint64_t)o->tensors * 4096) die("--bytes must be at least 4 KiB per tensor");
 }
 
-/* ---- the shard: T equal tensors (page multiples), the last takes the remainder ----------- */
-
-struct shard {
-  int n;
-  uint64_t total;
-  uint64_t sizes[1024];
-  unsigned char *bufs[1024];
-};
-
-static void make_shard(struct shard *s, uint64_t bytes, int tensors) {
-  uint64_t each = (bytes / (uint64_t)tensors) & ~(uint64_t)4095;
-  s->n = tensors;
-  s->total = bytes;
-  for (int i = 0; i < tensors; i++) {
-    s->sizes[i] = i == tensors - 1 ? bytes - each * (uint64_t)(tensors - 1) : each;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, s->sizes[i]) != 0) die("cannot allocate %" PRIu64 " bytes", s->sizes[i]);
-    memset(p, 0, s->sizes[i]); /* fault the pages in now, not during the transfer */
-    s->bufs[i] = p;
-  }
-}
-
-static void free_shard(struct shard *s) {
-  for (int i = 0; i < s->n; i++) free(s->bufs[i]);
-}
-
-static uint64_t word_of(int t, uint64_t w) { /* version 1's content: differs per tensor and word */
-  uint64_t x = ((uint64_t)t + 1) * 0x9E3779B97F4A7C15ull ^ (w * 0xD1B54A32D192ED03ull);
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return x ^ (x >> 29);
-}
-
-static void fill_shard(struct shard *s) {
-  for (int t = 0; t < s->n; t++) {
-    uint64_t nw = s->sizes[t] / 8;
-    for (uint64_t w = 0; w < nw; w++) memcpy(s->bufs[t] + 8 * w, &(uint64_t){word_of(t, w)}, 8);
-  }
-}
-
-/* Checks every word (all) or 4096 words per tensor spread over it plus both ends; returns the
- * number of wrong words seen. */
-static uint64_t check_shard(const struct shard *s, int all) {
-  uint64_t bad = 0;
-  for (int t = 0; t < s->n; t++) {
-    uint64_t nw = s->sizes[t] / 8, step = all || nw <= 4096 ? 1 : nw / 4096;
-    for (uint64_t w = 0; w < nw; w += step) {
-      uint64_t v;
-      memcpy(&v, s->bufs[t] + 8 * w, 8);
-      bad += v != word_of(t, w);
-    }
-    if (nw > 0) {
-      uint64_t v;
-      memcpy(&v, s->bufs[t] + 8 * (nw - 1), 8);
-      bad += v != word_of(t, nw - 1);
-    }
-  }
-  return bad;
-}
-
-/* ---- helpers ----------------------------------------------------------------------------- */
-
-static void check_thub(THUB_Context ctx, const char *what, int st) {
-  if (st >= 0) return;
-  char detail[1024] = "";
-  if (THUB_Last_error(ctx, detail, sizeof detail) != THUB_SUCCESS) detail[0] = '\0';
-  die("%s: %s | %s", what, THUB_Error_string(st), detail);
-}
-
-static THUB_Context init_context(const struct options *o, const char *registry, const char *listen) {
-  THUB_Info info = THUB_INFO_NULL;
-  THUB_Context ctx = THUB_CONTEXT_NULL;
-  check_thub(THUB_CONTEXT_NULL, "THUB_Info_create", THUB_Info_create(&info));
-  if (registry) THUB_Info_set(info, "registry", registry);
-  if (listen) THUB_Info_set(info, "registry_listen", listen);
-  for (int i = 0; i < o->ninfo; i++) {
-    char key[128];
-    const char *eq = strchr(o->info_kv[i], '=');
-    snprintf(key, sizeof key, "%.*s", (int)(eq - o->info_kv[i]), o->info_kv[i]);
-    if (THUB_Info_set(info, key, eq + 1) != THUB_SUCCESS) die("bad --info '%s'", o->info_kv[i]);
-  }
-  int st = THUB_Init(info, &ctx);
-  THUB_Info_free(&info);
-  check_thub(THUB_CONTEXT_NULL, "THUB_Init", st);
-  return ctx;
-}
+#include "bench_shard.h"
 
 static THUB_Model open_shard(THUB_Context ctx, const char *replica, struct shard *s) {
   THUB_Model m = THUB_MODEL_NULL;
   check_thub(ctx, "THUB_Open", THUB_Open(ctx, MODEL_NAME, replica, 0, 1, THUB_INFO_NULL, &m));
-  for (int i = 0; i < s->n; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "layers.%d.weight", i);
-    check_thub(ctx, "THUB_Register", THUB_Register(m, name, s->bufs[i], s->sizes[i], THUB_MEM_HOST));
-  }
+  register_shard(ctx, m, s);
   return m;
 }
 
@@ -292,12 +203,6 @@ static double cpu_s(void) {
          1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
-static int64_t stat_of(THUB_Model m, const char *key) {
-  int64_t v = -1;
-  if (THUB_Model_stat(m, key, &v) != THUB_SUCCESS) v = -1;
-  return v;
-}
-
 static int rollout_main(const struct options *o) {
   struct conn c = {.fd = tcp_connect(o->trainer_addr)};
   char line[LINE_MAX_LEN], registry[256], replica[32];
@@ -307,7 +212,7 @@ static int rollout_main(const struct options *o) {
       sscanf(line, "HELLO %255s %" SCNu64 " %d %d", registry, &bytes, &tensors, &monitor) != 4)
     die("rollout %d: bad HELLO '%s'", o->index, line);
 
-  THUB_Context ctx = init_context(o, registry, NULL);
+  THUB_Context ctx = init_context(o->ninfo, (const char *const *)o->info_kv, registry, NULL);
   struct shard s;
   make_shard(&s, bytes, tensors);
   snprintf(replica, sizeof replica, "rollout-%d", o->index);
@@ -347,7 +252,7 @@ static int rollout_main(const struct options *o) {
     check_thub(ctx, "THUB_Replicate", THUB_Replicate(m, THUB_LATEST, &got));
   }
   double t_end = now_s(), cpu = cpu_s() - cpu_go;
-  uint64_t bad = check_shard(&s, o->check_all);
+  uint64_t bad = check_shard(&s, 0, o->check_all);
   send_line(&c, "DONE %.6f %.6f %.6f %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRIu64 " %s", t_go, t_end, cpu,
             got, stat_of(m, "partial_sources"), stat_of(m, "source_failures"), stat_of(m, "counter_reads"),
             stat_of(m, "gets"), bad, o->check_all ? "all" : "sample");
@@ -390,11 +295,11 @@ static int trainer_main(const struct options *o) {
   char listen[96], registry[256], line[LINE_MAX_LEN];
   int n = o->rollouts;
   snprintf(listen, sizeof listen, "%s:%d", o->listen_ip, o->registry_port);
-  THUB_Context ctx = init_context(o, NULL, listen);
+  THUB_Context ctx = init_context(o->ninfo, (const char *const *)o->info_kv, NULL, listen);
   check_thub(ctx, "THUB_Registry_address", THUB_Registry_address(ctx, registry, sizeof registry));
   struct shard s;
   make_shard(&s, o->bytes, o->tensors);
-  fill_shard(&s);
+  fill_shard(&s, 0); /* version 1's content: the words of (0, t, w) */
   THUB_Model m = open_shard(ctx, "trainer", &s);
 
   int lfd = tcp_listen(o->listen_ip, o->control_port, MAX_ROLLOUTS);

@@ -467,16 +467,15 @@ struct Model::Seed {
     }
     running.reset();
     if (member) {
-      try {
-        member->close()->wait();
-      } catch (const Error&) {
-      }
+      member->close()->wait();
       member.reset();
     }
     std::free(buf);
     buf = nullptr;
     bytes = 0;
   }
+  // A tensor's place in the buffer: each starts 64-byte aligned.
+  static uint64_t padded(uint64_t bytes) { return (bytes + 63) & ~uint64_t{63}; }
   void turn_off(const Model& m, std::string why) {
     const MemberIdentity& id = m.core_->machine.identity();
     std::fprintf(stderr, "tensorhub: warning: %s/%s/shard %d: no offload seeding: %s\n", id.model.c_str(),
@@ -543,7 +542,7 @@ void Model::start_seed(int64_t spec) {
   }
   if (!s.member) {
     uint64_t total = 0;
-    for (const auto& [name, bytes] : s.tensors) total += (bytes + 63) & ~uint64_t{63};
+    for (const auto& [name, bytes] : s.tensors) total += Seed::padded(bytes);
     if (total > s.bound) {
       return s.turn_off(*this, "the shard's " + std::to_string(total) + " bytes exceed offload_seeding=" +
                                    std::to_string(s.bound));
@@ -562,7 +561,7 @@ void Model::start_seed(int64_t spec) {
       uint64_t off = 0;
       for (const auto& [name, bytes] : s.tensors) {
         s.member->register_tensor(name, static_cast<char*>(s.buf) + off, bytes, kMemHost);
-        off += (bytes + 63) & ~uint64_t{63};
+        off += Seed::padded(bytes);
       }
     } catch (const Error& e) {
       s.member.reset();

@@ -9,9 +9,6 @@
 namespace thub::transport {
 namespace {
 
-// ---- process_vm_readv of a same-host source (process_reads.h) -------------------------------
-// Taken when the source advertises its process identity and the kernel lets us read it (its
-// identity word checks out); refused with the probe's reason.
 // A source in another datacenter is read over the WAN path (WorkerOptions::wan): only the
 // entry that names it takes it ("same": every entry, as for a source inside).
 bool wan_refuses(const Worker::Impl& w, const Peer& p, ReadPath path) {
@@ -24,6 +21,9 @@ bool wan_refuses(const Worker::Impl& w, const Peer& p, ReadPath path) {
   return false;
 }
 
+// ---- process_vm_readv of a same-host source (process_reads.h) -------------------------------
+// Taken when the source advertises its process identity and the kernel lets us read it (its
+// identity word checks out); refused with the probe's reason.
 bool process_open(Worker::Impl& w, Peer& p, const DecodedAddress& a, std::string* why) {
   if (!w.process_reads || a.proc.pid == 0 || wan_refuses(w, p, ReadPath::kProcess)) return false;
   auto reader = std::make_unique<ProcessReader>(a.proc);

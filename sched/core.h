@@ -216,6 +216,7 @@ struct Pending {
   bool whole = false;                   // Replicate::whole: a resume of `spec` held whole
   bool seed_only = false;               // Replicate::seed_only (part of its key)
   bool in_place = false;                // an update in place: the member held `held`
+  Version asked = 0;                    // ... and the spec it asked (negative: relative)
   bool restorable = false;              // ... and its buffers still hold it unharmed
   Version held = -1;
   // wake(): the member, found while Core::member_changes_ equalled member_gen (no member was
@@ -441,6 +442,9 @@ class Core {
   // ---- update.cc: THUB_Update in place (a holder of h asks for something newer than h)
   void begin_update(const Replicate& e, Member& m);
   bool try_grant_update(const Pending& p, Member& m);
+  // (version, source) to take instead of v, whose source pick is not in m's datacenter
+  std::optional<std::pair<Version, SourcePick>> newer_inside(const Pending& p, const Member& m, Version v,
+                                                             const std::optional<SourcePick>& pick) const;
 
   // ---- retention.cc
   void on(const OffloadDone& e);

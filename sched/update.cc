@@ -134,6 +134,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.spec = v;  // absolute: every shard replicates the version fixed above
   p.newer_than = e.newer_than;
   p.in_place = true;
+  p.asked = e.spec;
   p.restorable = !judged;
   p.held = held;
   p.round = e.round;
@@ -174,7 +175,9 @@ bool Core::try_grant_update(const Pending& p, Member& m) {
       }
     }
   }
-  if (auto pick = choose_member(m, v)) {
+  std::optional<SourcePick> pick = choose_member(m, v);
+  if (auto inside = newer_inside(p, m, v, pick)) std::tie(v, pick) = *inside;
+  if (pick) {
     grant(p, m, v, *pick);
     return true;
   }
@@ -186,6 +189,31 @@ bool Core::try_grant_update(const Pending& p, Member& m) {
   }
   fail_replicate(p, m, Status::kVersionLost, lost);
   return true;
+}
+
+// Smart skipping after the drain: the version of an update in place was fixed when it began,
+// while a holder of its datacenter had it; if meanwhile every holder there unpublished it (a
+// trainer moving on while the update waited for a slot or for its own drain), it would now
+// read that version across the WAN, at the WAN's pace, and keep the replica it reads there
+// from updating in place until it ends. With a relative spec (one shard: a round's version is
+// every shard's) it takes instead the newest version it asked for that a source of its own
+// datacenter serves whole and free now. Nothing (nullopt) where v's source is inside, or
+// where a holder inside will serve v.
+std::optional<std::pair<Version, SourcePick>> Core::newer_inside(const Pending& p, const Member& m, Version v,
+                                                                 const std::optional<SourcePick>& pick) const {
+  if (p.asked >= 0 || p.seed_only || !cfg_.seeding || !cfg_.skipping || m.num_shards > 1) return std::nullopt;
+  const std::string& dc = dc_of(m);
+  if (pick ? dc_of(members_.at(pick->member)) == dc : seeded_here(m, v)) return std::nullopt;
+  Version newest = -1;
+  std::string detail;
+  const Model* md = model_of(m);
+  if (!md || resolve(m, p.asked, &newest, &detail) != Status::kOk || newest <= v) return std::nullopt;
+  for (auto it = std::make_reverse_iterator(md->holders.upper_bound(newest)); it != md->holders.rend(); ++it) {
+    if (it->first <= v) break;
+    std::optional<SourcePick> near = choose_member(m, it->first);
+    if (near && !near->partial && dc_of(members_.at(near->member)) == dc) return std::make_pair(it->first, *near);
+  }
+  return std::nullopt;
 }
 
 // An error answer to a Replicate. An update in place whose version became unservable while

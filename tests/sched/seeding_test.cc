@@ -312,5 +312,43 @@ TEST(SmartSkippingTest, AnUpdateWaitsForItsDatacenterAndThenSeedsTheNext) {
   EXPECT_EQ(g4->source, r2);
 }
 
+// The trainer's datacenter: ra's update in place fixes v1 while the seed of b holds the
+// trainer's one slot; the trainer moves on (t2 publishes v2, t unpublishes v1 and drains behind
+// the seed), so that a serves v1 no more. ra takes v2 from t2 inside rather than v1 back across
+// the WAN from the rollout of b (which could not update in place until that read ended).
+TEST(SmartSkippingTest, AnUpdateWhoseVersionLeftItsDatacenterTakesTheNewerOneThere) {
+  for (bool skipping : {true, false}) {
+    SCOPED_TRACE(skipping ? "smart skipping" : "without smart skipping");
+    Config c{5'000'000, 1, true};
+    c.skipping = skipping;
+    TwoDcs w(c);
+    MemberId rb = w.rollout(10), ra = w.rollout(20, "a");
+    auto gb = w.h.replicate_now(10, rb, 1);
+    ASSERT_TRUE(gb);
+    EXPECT_EQ(gb->source, w.t);  // the seed of b, in the trainer's one slot
+    ASSERT_EQ(w.h.publish(20, ra, 0), Status::kOk);
+    RequestId qa = w.h.replicate(20, ra, -1, /*newer_than=*/0);
+    EXPECT_FALSE(w.h.reply_to(20, qa));  // v1 fixed; waits for the trainer's slot
+    w.h.connect(2, "a");
+    MemberId t2 = w.h.open(2, "pol", "t2");
+    ASSERT_EQ(w.h.publish(2, t2, 2), Status::kOk);
+    RequestId qu = w.h.unpublish(1, w.t);
+    EXPECT_FALSE(w.h.reply_to(1, qu));  // drains: the seed reads v1
+    // At once: v1 is no longer served in a.
+    auto ga = w.h.reply_to(20, qa);
+    ASSERT_TRUE(ga);
+    ASSERT_EQ(ga->status, Status::kOk);
+    if (skipping) {  // v2 is, and t2 is free
+      EXPECT_EQ(ga->version, 2);
+      EXPECT_EQ(ga->source, t2);
+    } else {  // the version stays fixed: read back across, behind the seed
+      EXPECT_EQ(ga->version, 1);
+      EXPECT_EQ(ga->source, rb);
+    }
+    w.h.done(10, rb, gb->lease);
+    EXPECT_TRUE(w.h.reply_to(1, qu));
+  }
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -399,13 +399,25 @@ int THUB_Open(THUB_Context ctx, const char *model, const char *replica, int shar
 /**
  * @brief Register one tensor of this shard. Register every tensor, in the same order on
  *        every replica, before the first publish or replicate.
+ *
+ * Re-pointing (copy mode): after the first publish or replicate of a model served through a
+ * staging copy (`transfer_mode=copy`, or `auto` where it chose copy: stat `copy_mode` 1), a
+ * call with a registered name and the same @p bytes and @p memtype points that tensor at
+ * new memory, for frameworks that allocate a tensor anew for each version. The next publish
+ * stages from the new memory and the next replicate or update copies into it; nothing is
+ * registered again (stat `repoints` counts them). Allowed between operations, not while a
+ * request of the model is in flight; where a published version is still being staged from
+ * the old memory (staging runs behind THUB_Publish), the call waits for that copy to end.
+ * The old memory is not touched after a successful call: it may be freed.
  * @param[in] m       the model
  * @param[in] tensor  a name unique within the shard
  * @param[in] addr    start of the tensor's memory (may be NULL only when @p bytes is 0)
  * @param[in] bytes   size in bytes
  * @param[in] memtype THUB_MEM_HOST or THUB_MEM_CUDA
- * @return THUB_SUCCESS, THUB_ERR_ARG (bad pointer, duplicate name, unknown memtype),
- *         THUB_ERR_STATE (after the first publish/replicate), THUB_ERR_NO_MEMORY
+ * @return THUB_SUCCESS, THUB_ERR_ARG (bad pointer, duplicate name before the first
+ *         publish/replicate, unknown memtype, a re-pointing of another size or memtype),
+ *         THUB_ERR_STATE (a new name after the first publish/replicate; a re-pointing outside
+ *         copy mode or while a request is in flight), THUB_ERR_NO_MEMORY
  *         (registration failed), THUB_ERR_UNSUPPORTED (CUDA memory in this build).
  */
 int THUB_Register(THUB_Model m, const char *tensor, void *addr, size_t bytes, int memtype);
@@ -585,6 +597,8 @@ int THUB_Cancel(THUB_Request *req);
  *    when none
  *  - `offload_seeds`: versions this shard's seed buffer fetched across datacenters
  *    (offload_seeding)
+ *  - `repoints`: tensors pointed at new memory after the first publish or replicate (copy mode:
+ *    THUB_Register of a registered name); nothing is registered again
  * <!-- END GENERATED -->
  * @param[in]  m     the model
  * @param[in]  key   one of the keys above

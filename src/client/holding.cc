@@ -200,7 +200,8 @@ std::string Holding::descriptor(const std::string& worker_address, uint32_t fill
 
 std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t version) const {
   // One host buffer holding the whole stream, filled from the tensors (they still hold the
-  // version: the copy is made while the unpublish waits), served like a copy-mode holder.
+  // version: the copy is made while the unpublish waits) or from copy mode's whole staging
+  // buffer, served like a copy-mode holder.
   auto h = std::make_unique<Holding>();
   h->shadow = w.allocate(plan.total_bytes(), false);
   for (size_t i = 0; i < table.tensors().size(); ++i) {
@@ -209,7 +210,11 @@ std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t ver
   }
   h->copy_mode = true;
   h->plan = plan;
-  {
+  if (copy_mode && shadow && plan.total_bytes() > 0 && bytes_shown() == plan.total_bytes()) {
+    // Copy mode: the staging buffer holds the whole stream (the tensors may have been
+    // re-pointed since: Model::Core::repoint).
+    std::memcpy(h->shadow->data(), shadow->data(), plan.total_bytes());
+  } else {
     TensorCopier c;
     plan.for_each_piece(0, plan.total_bytes(), [&](size_t i, uint64_t in, uint64_t soff, uint64_t n) {
       c.from_tensor(h->shadow->data() + soff, table.tensors()[i], in, n);

@@ -26,7 +26,7 @@ void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int m
   if (tensors_.size() >= kMaxTensors) {
     throw Error(Code::kArg, "tensor '" + name + "': a shard holds at most " + std::to_string(kMaxTensors) + " tensors");
   }
-  if (!names_.insert(name).second) throw Error(Code::kArg, "tensor '" + name + "' is registered twice");
+  if (!names_.emplace(name, tensors_.size()).second) throw Error(Code::kArg, "tensor '" + name + "' is registered twice");
   Tensor t;
   t.name = name;
   t.addr = static_cast<char*>(addr);
@@ -35,6 +35,20 @@ void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int m
   t.offset = total_;
   tensors_.push_back(std::move(t));
   total_ += bytes;
+}
+
+size_t TensorTable::index_of(const std::string& name) const {
+  auto it = names_.find(name);
+  return it == names_.end() ? tensors_.size() : it->second;
+}
+
+void TensorTable::repoint(size_t i, void* addr) {
+  Tensor& t = tensors_.at(i);
+  if (!addr && t.bytes > 0) throw Error(Code::kArg, "tensor '" + t.name + "': null address for " + std::to_string(t.bytes) + " bytes");
+  if (t.bytes > 0 && reinterpret_cast<uintptr_t>(addr) + t.bytes < reinterpret_cast<uintptr_t>(addr)) {
+    throw Error(Code::kArg, "tensor '" + t.name + "': " + std::to_string(t.bytes) + " bytes at this address wrap around");
+  }
+  t.addr = static_cast<char*>(addr);
 }
 
 uint64_t TensorTable::layout_hash(uint64_t compaction_threshold) const {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 namespace thub::client {
@@ -33,6 +33,12 @@ class TensorTable {
   // tensor, memory that wraps around the address space, or a shard past 1 TiB.
   void add(const std::string& name, void* addr, uint64_t bytes, int memtype);
   [[nodiscard]] const std::vector<Tensor>& tensors() const { return tensors_; }
+  // The index of the tensor named `name`, or tensors().size() when none is.
+  [[nodiscard]] size_t index_of(const std::string& name) const;
+  // Copy mode's re-pointing (Model::register_tensor): tensor i lives at `addr` from now on,
+  // its name, size, memory type and stream offset unchanged. Throws Error(kArg) as add() does
+  // for a null or wrapping address.
+  void repoint(size_t i, void* addr);
   [[nodiscard]] uint64_t total_bytes() const { return total_; }
   [[nodiscard]] bool empty() const { return tensors_.empty(); }
   // Hash of (names, sizes, order) and the compaction threshold, which decides how the
@@ -47,7 +53,7 @@ class TensorTable {
 
  private:
   std::vector<Tensor> tensors_;
-  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, size_t> names_;  // name -> index
   uint64_t total_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -73,7 +74,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   std::atomic<int64_t> held{-1};
   std::atomic<uint64_t> total_bytes{0};
   std::atomic<uint64_t> counter_reads{0}, gets{0}, compact_bytes{0}, compacted_tensors{0}, copy_mode{0};
-  std::atomic<uint64_t> registrations{0};
+  std::atomic<uint64_t> registrations{0}, repoints{0};
   std::atomic<uint64_t> path_bytes[transport::kReadPathCount] = {};  // of the last transfer, per read path
   std::atomic<uint64_t> pack_us{0}, unpack_us{0};
   std::atomic<int64_t> source_across{-1};  // the last transfer's source: 1 in another datacenter, 0 inside
@@ -96,6 +97,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   void act(const DropHostCopy& a);
   void act(const CompleteOp& a);
   void freeze();
+  bool repoint(const std::string& name, void* addr, uint64_t bytes, int memtype);
   void stage(uint32_t fill, bool hash);
   void when_staging_stopped(std::function<void()> fn);
   void publish_stats();
@@ -598,8 +600,60 @@ Model::~Model() {
   ctx.engine().call([this] { core_.reset(); });
 }
 
+// Copy mode (the paper's, for frameworks that allocate a tensor anew for each version): after
+// the first publish or replicate, THUB_Register of a registered tensor points it at new memory
+// of the same size and kind. Only the staging buffer is registered and served; the tensors are
+// read when a publish stages them and written when a transfer copies out, so the new memory
+// takes part from the next publish or transfer on, and nothing is registered again. Refused
+// while anything could still read or write the old memory: a request of the model in flight,
+// or a version held that is not whole in the staging buffer (its retention copy would be
+// taken from the tensors). False, with nothing done, while a publish still stages from the
+// old memory: the caller waits for it to stop and asks again.
+bool Model::Core::repoint(const std::string& name, void* addr, uint64_t bytes, int memtype) {
+  const std::string what = "tensor '" + name + "'";
+  const size_t i = live.table.index_of(name);
+  if (i == live.table.tensors().size())
+    throw Error(Code::kState, what + ": register every tensor before the first publish or replicate");
+  if (!live.copy_mode) {
+    throw Error(Code::kState, what + ": re-pointing a registered tensor needs copy mode (transfer_mode=copy): this model "
+                                     "serves its tensors in place, where they were registered");
+  }
+  const Tensor& t = live.table.tensors()[i];
+  if (bytes != t.bytes || memtype != t.memtype) {
+    throw Error(Code::kArg, what + ": re-pointed with " + std::to_string(bytes) + " bytes of memtype " +
+                                std::to_string(memtype) + "; it has " + std::to_string(t.bytes) + " bytes of memtype " +
+                                std::to_string(t.memtype));
+  }
+  if (memtype == kMemCuda && bytes > 0 && !transport::cuda_is_device_pointer(addr))
+    throw Error(Code::kArg, what + ": re-pointed as THUB_MEM_CUDA but the memory is not CUDA device memory");
+  if (!requests.empty()) {
+    throw Error(Code::kState, what + ": a publish, replicate, update, unpublish or close of this model is in progress: "
+                                     "re-point between them");
+  }
+  if (staging) return false;
+  if (machine.held() >= 0 && live.bytes_shown() != live.plan.total_bytes()) {
+    throw Error(Code::kState, what + ": the version this model holds is not whole in its staging buffer");
+  }
+  live.table.repoint(i, addr);
+  ++repoints;
+  return true;
+}
+
 void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes, int memtype) {
   Core& c = *core_;
+  bool repointed = false;
+  for (std::shared_ptr<std::promise<void>> staged;; staged.reset()) {
+    // A publish's staging from the old memory ends first (it copies the shard once).
+    c.ctx.engine().call([&] {
+      if (c.frozen && !(repointed = c.repoint(name, addr, bytes, memtype))) {
+        staged = std::make_shared<std::promise<void>>();
+        c.when_staging_stopped([staged] { staged->set_value(); });
+      }
+    });
+    if (!staged) break;
+    staged->get_future().wait();
+  }
+  if (repointed) return;
   c.ctx.engine().call([&] {
     if (c.frozen) {
       throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
@@ -685,6 +739,7 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("bytes_ucx_mapped"): return path(transport::ReadPath::kUcxMapped);
     case stat_key("source_across"): return c.source_across;
     case stat_key("wan_bytes"): return u(c.wan_bytes);
+    case stat_key("repoints"): return u(c.repoints);
     case stat_key("offload_seed_bytes"):
     case stat_key("offload_seed_version"):
     case stat_key("offload_seeds"): {

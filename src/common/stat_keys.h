@@ -44,6 +44,9 @@ inline constexpr StatKeySpec kStatKeys[] = {
     {"offload_seed_bytes", "host memory of this shard's seed buffer (offload_seeding), 0 when it has none"},
     {"offload_seed_version", "the version this shard's seed buffer holds (whole or arriving), -1 when none"},
     {"offload_seeds", "versions this shard's seed buffer fetched across datacenters (offload_seeding)"},
+    {"repoints",
+     "tensors pointed at new memory after the first publish or replicate (copy mode: THUB_Register of a "
+     "registered name); nothing is registered again"},
 };
 inline constexpr size_t kStatKeyCount = sizeof kStatKeys / sizeof kStatKeys[0];
 

@@ -3,6 +3,7 @@
 // with and without compaction, through a chain (a replica serves what it received).
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <tuple>
 
 #include "tests/multiproc/cluster.h"
@@ -142,6 +143,88 @@ TEST(TransferModeTest, DifferentCompactionThresholdsAreALayoutError) {
 TEST(TransferModeTest, UnknownTransferModeIsAnArgumentError) {
   PeerProcess p;
   EXPECT_EQ(status_of(p.cmd("init transfer_mode=rdma")), -1);
+}
+
+// Copy mode as the paper has it (issue 21 item 3): every tensor of the trainer and of the
+// rollout is allocated anew at every version (the old memory freed at once), re-pointed with
+// THUB_Register; every version arrives byte-exact, nothing is registered again. The trainer
+// re-points while it still serves v1 (its staging first ends): the rollout gets v1's bytes
+// from the staging buffer, not the new memory's. The rollout retains 2 versions: the host copy
+// of v3 it makes when it updates to v4 (the trainer has unpublished v3) is taken from its
+// staging buffer, since its tensors had moved to new memory before.
+TEST(TransferModeTest, CopyModeTensorsRePointedAtEveryVersion) {
+  Cluster c(std::map<std::string, std::string>{{"TENSORHUB_TRANSFER_MODE", "copy"}});
+  c.trainer = std::make_unique<PeerProcess>(c.env);
+  std::string r = c.trainer->cmd("init");
+  ASSERT_TRUE(ok(r)) << r;
+  c.registry = word(r, 1);
+  ASSERT_TRUE(ok(c.trainer->cmd("open policy trainer 0 1")));
+  ASSERT_TRUE(ok(c.trainer->cmd(std::string("tensors ") + kLayout)));
+  ASSERT_TRUE(ok(c.trainer->cmd("fill 401")));
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 1")));
+  const int64_t regs = stat(*c.trainer, "registrations");
+  r = c.trainer->cmd("repoint");
+  ASSERT_TRUE(ok(r)) << r;  // v1 is published: served from the staging buffer
+  PeerProcess& ro = c.add_rollout("rollout", kLayout, "retain=2");
+  r = ro.cmd("update latest");
+  ASSERT_TRUE(ok(r)) << r;
+  ASSERT_TRUE(ok(ro.cmd("check 401")));
+  const int64_t ro_regs = stat(ro, "registrations");
+  for (int v = 2; v <= 4; ++v) {
+    ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+    if (v > 2) {
+      ASSERT_TRUE(ok(c.trainer->cmd("repoint")));
+    }
+    ASSERT_TRUE(ok(c.trainer->cmd("fill " + std::to_string(400 + v))));
+    ASSERT_TRUE(ok(c.trainer->cmd("publish " + std::to_string(v))));
+    r = ro.cmd("repoint");  // while it holds v-1 (whole in its staging buffer)
+    ASSERT_TRUE(ok(r)) << r;
+    r = ro.cmd("update latest");
+    ASSERT_TRUE(ok(r)) << r;
+    EXPECT_EQ(word(r, 2), std::to_string(v));
+    ASSERT_TRUE(ok(ro.cmd("check " + std::to_string(400 + v)))) << "version " << v;
+  }
+  const int tensors = 7;
+  EXPECT_EQ(stat(*c.trainer, "repoints"), 3 * tensors);
+  EXPECT_EQ(stat(ro, "repoints"), 3 * tensors);
+  EXPECT_EQ(stat(*c.trainer, "registrations"), regs);
+  EXPECT_EQ(stat(ro, "registrations"), ro_regs);
+  EXPECT_EQ(stat(ro, "offloads"), 3);  // v1, v2, v3, each as it updated past it
+  PeerProcess& late = c.add_rollout("late", kLayout);
+  r = late.cmd("replicate 3");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_TRUE(ok(late.cmd("check 403")));
+}
+
+// Re-pointing is refused where it cannot be honoured, and changes nothing then: outside copy
+// mode (THUB_ERR_STATE: the tensors are served in place), another size (THUB_ERR_ARG), while
+// a request of the model is in flight (THUB_ERR_STATE).
+TEST(TransferModeTest, RePointingIsRefusedWhereItCannotBeHonoured) {
+  Cluster c(std::map<std::string, std::string>{{"TENSORHUB_TRANSFER_MODE", "direct"}});
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 411, 1));
+  ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
+  std::string r = c.trainer->cmd("repoint");
+  EXPECT_EQ(status_of(r), -2) << r;
+  EXPECT_NE(r.find("copy mode"), std::string::npos) << r;
+  PeerProcess& ro = c.add_rollout("copy", kLayout, "", "transfer_mode=copy");
+  r = ro.cmd("repoint +1");  // nothing published or replicated yet: a name registered twice
+  EXPECT_EQ(status_of(r), -1) << r;
+  ASSERT_TRUE(ok(c.trainer->cmd("publish 1")));
+  ASSERT_TRUE(ok(ro.cmd("replicate latest")));
+  r = ro.cmd("repoint +1");
+  EXPECT_EQ(status_of(r), -1) << r;
+  EXPECT_NE(r.find("bytes"), std::string::npos) << r;
+  ASSERT_TRUE(ok(ro.cmd("unpublish")));
+  c.trainer->signal(SIGSTOP);  // the registry (embedded in the trainer) answers nothing
+  ASSERT_TRUE(ok(ro.cmd("ireplicate latest")));
+  r = ro.cmd("repoint");
+  c.trainer->signal(SIGCONT);
+  EXPECT_EQ(status_of(r), -2) << r;
+  EXPECT_NE(r.find("in progress"), std::string::npos) << r;
+  r = ro.cmd("wait");
+  ASSERT_TRUE(ok(r)) << r;
+  EXPECT_TRUE(ok(ro.cmd("check 411")));  // into the memory it had
+  EXPECT_EQ(stat(ro, "repoints"), 0);
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ static THUB_Model model = THUB_MODEL_NULL;
 static THUB_Request req = THUB_REQUEST_NULL;
 static unsigned char *bufs[MAX_TENSORS];
 static size_t sizes[MAX_TENSORS];
+static char *names[MAX_TENSORS];
+static int owned[MAX_TENSORS]; /* bufs[t] is ours to free (not part of a "flat" block) */
 static int ntensors = 0;
 
 static void reply_status(int st, const char *extra) {
@@ -88,6 +90,8 @@ static int add_tensor(const char *name, size_t size) {
   if (st == THUB_SUCCESS) {
     bufs[ntensors] = p;
     sizes[ntensors] = size;
+    names[ntensors] = strdup(name);
+    owned[ntensors] = 1;
     ntensors++;
   } else {
     free(p);
@@ -162,6 +166,7 @@ int main(void) {
         if (st == THUB_SUCCESS) {
           bufs[ntensors] = size ? block + off : NULL;
           sizes[ntensors] = size;
+          names[ntensors] = strdup(name);
           ntensors++;
           off += size;
         }
@@ -170,6 +175,30 @@ int main(void) {
     } else if (strcmp(cmd, "register") == 0) {
       char *name = strtok(NULL, " \n"), *size = strtok(NULL, " \n");
       reply_status(add_tensor(name ? name : "", size ? (size_t)strtoull(size, NULL, 10) : 0), NULL);
+    } else if (strcmp(cmd, "repoint") == 0) {
+      /* Every tensor to new memory (filled with 0x5A) through THUB_Register of its name, the
+       * old memory freed at once (AddressSanitizer then catches any later use of it).
+       * "repoint +N": N bytes more than registered (a refused re-pointing). */
+      char *s = strtok(NULL, " \n");
+      size_t extra = s && s[0] == '+' ? (size_t)strtoull(s + 1, NULL, 10) : 0;
+      int t, st = THUB_SUCCESS;
+      for (t = 0; t < ntensors && st == THUB_SUCCESS; t++) {
+        unsigned char *p = sizes[t] + extra ? malloc(sizes[t] + extra) : NULL;
+        if (sizes[t] + extra && !p) {
+          st = THUB_ERR_NO_MEMORY;
+          break;
+        }
+        if (p) memset(p, 0x5A, sizes[t] + extra);
+        st = THUB_Register(model, names[t], p, sizes[t] + extra, THUB_MEM_HOST);
+        if (st != THUB_SUCCESS) {
+          free(p);
+          break;
+        }
+        if (owned[t]) free(bufs[t]);
+        bufs[t] = p;
+        owned[t] = 1;
+      }
+      reply_status(st, NULL);
     } else if (strcmp(cmd, "scribble") == 0) {
       char *s = strtok(NULL, " \n");
       break_the_contract(s ? strtoull(s, NULL, 10) : 0);

@@ -67,14 +67,15 @@ def cmd_table(a):
           "| per update call in b: median / p90 / max (s) | updates to a newer version in b (median per rollout) "
           "| trainer stall, max (s) | after its first version: stall per rollout of b, summed (mean / max, s) "
           "| after its first version: longest update call in b (s) "
-          "| after its first version: stall per update to a newer version in b (mean, s) | bytes |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| after its first version: stall per update to a newer version in b (mean, s) "
+          "| after its first version: share of the time inside THUB_Update (mean) | bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     bad = False
     cdf = {}
     for m in methods:
         ok = [r for r in rows if r["method"] == m and "error" not in r]
         if not ok:
-            print("| %s | 0 | failed | | | | | | | | | |" % m)
+            print("| %s | 0 | failed | | | | | | | | | | |" % m)
             bad = True
             continue
         wan = statistics.median(r["wan_per_version"] for r in ok)
@@ -88,19 +89,26 @@ def cmd_table(a):
         bad = bad or words > 0
         # Warm: the calls after a rollout's first version (before it, it has nothing to serve
         # with, whatever the method: its first read is paced by the WAN).
-        warm, moves = [], []
+        # Share: of the time from the end of its first update to the end of its last call, the
+        # part a rollout spent inside THUB_Update (a GPU's lost time; bounded by 1 where the
+        # updates cannot keep up with the trainer, as naive's).
+        warm, moves, share = [], [], []
         for r in ok:
             for cs in r["calls_b"]:
                 first = next((i for i, c in enumerate(cs) if c[3] == 0), None)
                 if first is not None:
                     warm.append([c[1] for c in cs[first + 1:]])
                     moves += [c[1] for c in cs[first + 1:] if c[3] == 0]
+                    span = (cs[-1][0] + cs[-1][1]) - (cs[first][0] + cs[first][1])
+                    if span > 0:
+                        share.append(sum(c[1] for c in cs[first + 1:]) / span)
         warm_sums = [sum(w) for w in warm] or [0.0]
         warm_max = max((x for w in warm for x in w), default=0.0)
-        print("| %s | %d | %.3f | %.3f | %.2f | %.3f / %.3f / %.2f | %g | %.2f | %.2f / %.2f | %.2f | %.2f | %s |" % (
+        print("| %s | %d | %.3f | %.3f | %.2f | %.3f / %.3f / %.2f | %g | %.2f | %.2f / %.2f | %.2f | %.2f | %.3f | %s |" % (
             m, len(ok), wan, wan_b, statistics.median(per_rollout), q(0.5), q(0.9), per_call[-1],
             statistics.median(moved), max(r["trainer_stall_max_s"] for r in ok), statistics.mean(warm_sums),
-            max(warm_sums), warm_max, statistics.mean(moves) if moves else 0.0, "ok" if words == 0 else "BAD"))
+            max(warm_sums), warm_max, statistics.mean(moves) if moves else 0.0,
+            statistics.mean(share) if share else 0.0, "ok" if words == 0 else "BAD"))
     if a.png and cdf:
         try:
             import matplotlib

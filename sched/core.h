@@ -1,8 +1,9 @@
 // The registry's state (members, holdings, leases, transactions, pending requests) and the
 // operations on it. Registry (registry.h) is the thin public face; the operations live in
 // one .cc file per concept: membership.cc, model_state.cc, source_chooser.cc,
-// transaction.cc, round.cc, deferred.cc, retention.cc. Ordered containers wherever one is iterated, so
-// every decision is deterministic (the unordered ones are only looked up).
+// transaction.cc, failures.cc, round.cc, update.cc, deferred.cc, retention.cc. Ordered
+// containers wherever one is iterated, so every decision is deterministic (the unordered
+// ones are only looked up).
 #pragma once
 
 #include <deque>
@@ -68,7 +69,7 @@ struct Member {
   // Its replica (models_[model].replicas[replica]): set by Open; a replica (and its model)
   // is erased only once it has no member, so this stays valid while the member exists.
   Replica* rep = nullptr;
-  // Failure judgment (transaction.cc). As a source: the reader clients that reported the
+  // Failure judgment (failures.cc). As a source: the reader clients that reported the
   // current fill of its buffers failed, until confirmed, a reader completes a read of it, or
   // the buffers are emptied. As a reader: the sources it reported during its current
   // transfer (and when), which its regrants never pick again.

@@ -104,7 +104,7 @@ asan_tests() {  # asan_tests FAST_UNWIND CTEST_ARGS...
   ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0" \
   LSAN_OPTIONS="suppressions=$root/tools/ci/lsan.supp:fast_unwind_on_malloc=$fast:print_suppressions=0" \
   UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1" \
-  THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-600} \
+  THUB_SIM_SEEDS=${THUB_SIM_SEEDS:-400} \
     bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 600 "$@"' _ "$san" -j "$ctest_jobs" "$@"
 }
 # The ThreadSanitizer tree compiles beside the rest of the AddressSanitizer build and its tests.

@@ -286,6 +286,9 @@ class Core {
   void release_held_on(MemberId source);      // the source goes: its held slots go too
   bool known_client(ClientId c, RequestId req);
   Member* owned(ClientId c, RequestId req, MemberId m);
+  // Member m's active lease `lease` as its reader (not orphaned, with `active_only`), or null
+  // with the request answered kState (TransferDone, SourceFailed, TransferProgress).
+  Lease* reading(ClientId c, RequestId req, const Member& m, LeaseId lease, bool active_only = false);
 
   // ---- model_state.cc: holdings and versions
   // Every change of a member's buf/version/offloaded goes between unindex() and index().

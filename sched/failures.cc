@@ -119,11 +119,9 @@ void Core::mark_failed(MemberId id, bool from_offload, Version v) {
 void Core::on(const SourceFailed& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
-  auto it = leases_.find(e.lease);
-  if (it == leases_.end() || it->second.reader != m->id)
-    return reply_err(e.client, e.req, Status::kState,
-                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
-  Lease l = it->second;
+  const Lease* lp = reading(e.client, e.req, *m, e.lease);
+  if (!lp) return;
+  Lease l = *lp;
   m->bytes_reported = e.chunks_done;  // bytes of the stream held: the resume point
   m->reported_at = now_;
   m->shunned.emplace(l.source, now_);  // this reader never gets it again in this transfer

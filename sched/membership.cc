@@ -45,11 +45,9 @@ bool Core::expire_orphans() {
 void Core::on(const TransferProgress& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
-  auto it = leases_.find(e.lease);
-  if (it == leases_.end() || it->second.reader != m->id || it->second.orphan_until)
-    return reply_err(e.client, e.req, Status::kState,
-                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
-  Lease& l = it->second;
+  Lease* lp = reading(e.client, e.req, *m, e.lease, /*active_only=*/true);
+  if (!lp) return;
+  Lease& l = *lp;
   if (e.bytes > l.progress_bytes) {  // only more bytes are progress
     progress_.erase({l.progress_at, l.id});
     l.progress_at = now_;
@@ -93,6 +91,15 @@ Member* Core::owned(ClientId c, RequestId req, MemberId id) {
   auto it = members_.find(id);
   if (it == members_.end() || it->second.client != c) {
     reply_err(c, req, Status::kArg, "member " + std::to_string(id) + " is not open by this client");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+Lease* Core::reading(ClientId c, RequestId req, const Member& m, LeaseId lease, bool active_only) {
+  auto it = leases_.find(lease);
+  if (it == leases_.end() || it->second.reader != m.id || (active_only && it->second.orphan_until)) {
+    reply_err(c, req, Status::kState, "lease " + std::to_string(lease) + " is not active (cancelled or finished)");
     return nullptr;
   }
   return &it->second;

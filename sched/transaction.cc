@@ -617,13 +617,11 @@ void Core::cancel_own_lease(Member& m) {
 void Core::on(const TransferDone& e) {
   Member* m = owned(e.client, e.req, e.member);
   if (!m) return;
-  auto it = leases_.find(e.lease);
-  if (it == leases_.end() || it->second.reader != m->id)
-    return reply_err(e.client, e.req, Status::kState,
-                     "lease " + std::to_string(e.lease) + " is not active (cancelled or finished)");
-  Version v = it->second.version;
+  const Lease* lp = reading(e.client, e.req, *m, e.lease);
+  if (!lp) return;
+  Version v = lp->version;
   // A complete read of the source: evidence that it is healthy, whatever was reported.
-  clear_reports(it->second.source, it->second.from_offload, v);
+  clear_reports(lp->source, lp->from_offload, v);
   end_lease(e.lease);
   Transaction* t = round_of(*m);
   if (m->buf != Buf::kReceiving) {

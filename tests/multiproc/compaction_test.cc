@@ -154,16 +154,9 @@ TEST(TransferModeTest, UnknownTransferModeIsAnArgumentError) {
 // staging buffer, since its tensors had moved to new memory before.
 TEST(TransferModeTest, CopyModeTensorsRePointedAtEveryVersion) {
   Cluster c(std::map<std::string, std::string>{{"TENSORHUB_TRANSFER_MODE", "copy"}});
-  c.trainer = std::make_unique<PeerProcess>(c.env);
-  std::string r = c.trainer->cmd("init");
-  ASSERT_TRUE(ok(r)) << r;
-  c.registry = word(r, 1);
-  ASSERT_TRUE(ok(c.trainer->cmd("open policy trainer 0 1")));
-  ASSERT_TRUE(ok(c.trainer->cmd(std::string("tensors ") + kLayout)));
-  ASSERT_TRUE(ok(c.trainer->cmd("fill 401")));
-  ASSERT_TRUE(ok(c.trainer->cmd("publish 1")));
+  ASSERT_NO_FATAL_FAILURE(c.start_trainer(kLayout, 401, 1));
   const int64_t regs = stat(*c.trainer, "registrations");
-  r = c.trainer->cmd("repoint");
+  std::string r = c.trainer->cmd("repoint");
   ASSERT_TRUE(ok(r)) << r;  // v1 is published: served from the staging buffer
   PeerProcess& ro = c.add_rollout("rollout", kLayout, "retain=2");
   r = ro.cmd("update latest");

@@ -120,7 +120,9 @@ TEST(ReplyLimitTest, ReplicateAndOffloadDoneDescriptorsAreBounded) {
 // (max_descriptor_bytes_per_client, here 128 MiB): the third is refused with THUB_ERR_ARG,
 // the daemon's resident memory stays near the budget, and another client has its own.
 TEST(ReplyLimitTest, OneClientsDescriptorsAreBoundedByItsBudget) {
-  Daemon d({"--max-descriptor-bytes-per-client", "128M"});
+  // Patient: this raw client sends no heartbeats, and 8 x 63 MiB may take more than the
+  // default 5 s heartbeat timeout on a loaded machine (CI failed so once, at 5.2 s).
+  Daemon d({"--max-descriptor-bytes-per-client", "128M", "--heartbeat-timeout-ms", "600000"});
   ASSERT_FALSE(d.address.empty()) << d.startup;
   RawClient a(d.address);
   ASSERT_TRUE(a.hello());

@@ -9,19 +9,24 @@
 
 namespace thub::client {
 
+// A tensor's memory: not null unless empty, not wrapping around the address space.
+void TensorTable::check_place(const std::string& name, const void* addr, uint64_t bytes) {
+  if (!addr && bytes > 0) throw Error(Code::kArg, "tensor '" + name + "': null address for " + std::to_string(bytes) + " bytes");
+  if (bytes > 0 && reinterpret_cast<uintptr_t>(addr) + bytes < reinterpret_cast<uintptr_t>(addr)) {
+    throw Error(Code::kArg, "tensor '" + name + "': " + std::to_string(bytes) + " bytes at this address wrap around");
+  }
+}
+
 void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int memtype) {
   if (name.empty()) throw Error(Code::kArg, "tensor name is empty");
   if (name.size() > kMaxNameBytes) {
     throw Error(Code::kArg, "tensor name of " + std::to_string(name.size()) + " bytes is longer than " +
                                 std::to_string(kMaxNameBytes));
   }
-  if (!addr && bytes > 0) throw Error(Code::kArg, "tensor '" + name + "': null address for " + std::to_string(bytes) + " bytes");
+  check_place(name, addr, bytes);
   if (bytes > kMaxShardBytes - total_) {
     throw Error(Code::kArg, "tensor '" + name + "' of " + std::to_string(bytes) + " bytes takes the shard past " +
                                 std::to_string(kMaxShardBytes) + " bytes (1 TiB): split the model into more shards");
-  }
-  if (bytes > 0 && reinterpret_cast<uintptr_t>(addr) + bytes < reinterpret_cast<uintptr_t>(addr)) {
-    throw Error(Code::kArg, "tensor '" + name + "': " + std::to_string(bytes) + " bytes at this address wrap around");
   }
   if (tensors_.size() >= kMaxTensors) {
     throw Error(Code::kArg, "tensor '" + name + "': a shard holds at most " + std::to_string(kMaxTensors) + " tensors");
@@ -44,10 +49,7 @@ size_t TensorTable::index_of(const std::string& name) const {
 
 void TensorTable::repoint(size_t i, void* addr) {
   Tensor& t = tensors_.at(i);
-  if (!addr && t.bytes > 0) throw Error(Code::kArg, "tensor '" + t.name + "': null address for " + std::to_string(t.bytes) + " bytes");
-  if (t.bytes > 0 && reinterpret_cast<uintptr_t>(addr) + t.bytes < reinterpret_cast<uintptr_t>(addr)) {
-    throw Error(Code::kArg, "tensor '" + t.name + "': " + std::to_string(t.bytes) + " bytes at this address wrap around");
-  }
+  check_place(t.name, addr, t.bytes);
   t.addr = static_cast<char*>(addr);
 }
 

@@ -52,6 +52,7 @@ class TensorTable {
   [[nodiscard]] uint64_t hash_block(uint64_t b) const;
 
  private:
+  static void check_place(const std::string& name, const void* addr, uint64_t bytes);  // throws Error(kArg)
   std::vector<Tensor> tensors_;
   std::unordered_map<std::string, size_t> names_;  // name -> index
   uint64_t total_ = 0;

@@ -60,6 +60,7 @@ struct Options {
   bool raw = true;            // the diagnostic raw-get loop
   bool raw_ucx_alloc = false; // also the raw loop from a copy of the shard in UCX-allocated memory
   bool thub_alloc = false;    // the shards (both sides) in THUB_Alloc_mem memory, not aligned_alloc
+  bool huge_pages = false;    // the aligned_alloc'd shards (both sides) in transparent huge pages
   std::string perftest = "ucx_perftest";  // "" = no roofline
   uint64_t perftest_bytes = 4ull << 30;   // bytes each perftest pair moves (sets -n)
   int perftest_window = 1;                // -O at the shard's size (ucx_perftest's default)
@@ -118,6 +119,8 @@ void usage() {
       "  --no-raw         skip the diagnostic raw ucp_get loop\n"
       "  --thub-alloc     allocate both shards with THUB_Alloc_mem (UCX shared memory) instead\n"
       "                   of aligned_alloc: readers on this host then copy from them themselves\n"
+      "  --huge-pages     aligned_alloc both shards on 2 MiB, advised MADV_HUGEPAGE before they\n"
+      "                   are first written (transparent huge pages)\n"
       "  --raw-ucx-alloc  also run the raw loop from a copy of the shard in memory UCX allocates\n"
       "                   (UCP_MEM_MAP_ALLOCATE, like ucx_perftest's buffers): user memory vs UCX's\n"
       "  --thub-verify    TensorHub's verify=true (checksums computed in THUB_Publish)\n"
@@ -161,6 +164,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--no-raw") o.raw = false;
     else if (a == "--raw-ucx-alloc") o.raw_ucx_alloc = true;
     else if (a == "--thub-alloc") o.thub_alloc = true;
+    else if (a == "--huge-pages") o.huge_pages = true;
     else if (a == "--thub-verify") o.thub_verify = true;
     else if (a == "--no-verify") o.verify = false;
     else if (a == "--breakdown") o.breakdown = true;
@@ -218,7 +222,7 @@ void run_source(Channel& ch, const Options& o) {
     uint64_t cmd = msg.u64();
     if (cmd == kSize) {
       uint64_t bytes = msg.u64();
-      shard = std::make_unique<Shard>(make_layout(o.layout, bytes), o.thub_alloc ? ctx : THUB_CONTEXT_NULL);
+      shard = std::make_unique<Shard>(make_layout(o.layout, bytes), o.thub_alloc ? ctx : THUB_CONTEXT_NULL, o.huge_pages);
       shard->fill(bytes);
       std::string name = "bench-" + std::to_string(bytes);
       thub_check(THUB_Open(ctx, name.c_str(), "source", 0, 1, THUB_INFO_NULL, &m), ctx, "source THUB_Open");
@@ -418,7 +422,7 @@ SizeResult measure_size(Channel& ch, THUB_Context ctx, UcxGetBaseline& ucx, cons
   MessageReader src(ch.recv());
   uint64_t want_sum = src.u64();
   auto ntensors = static_cast<int>(src.u64());
-  Shard shard(layout, o.thub_alloc ? ctx : THUB_CONTEXT_NULL);
+  Shard shard(layout, o.thub_alloc ? ctx : THUB_CONTEXT_NULL, o.huge_pages);
   Shard scratch(layout);
   scratch.fill(bytes + 1);
   res.tensors = ntensors;
@@ -618,7 +622,7 @@ void report(const Options& o, const std::string& tls, const SizeResult& r, FILE*
   const char* env_tls = std::getenv("UCX_TLS");
   JsonLine j;
   j.str("bench", "replicate").str("transport", transport_name()).str("tls", tls).str("layout", o.layout);
-  j.str("alloc", o.thub_alloc ? "thub" : "malloc");
+  j.str("alloc", o.thub_alloc ? "thub" : o.huge_pages ? "malloc-thp" : "malloc");
   j.integer("tensors", r.tensors).integer("bytes", static_cast<long long>(r.bytes));
   j.integer("iters", o.iters).integer("warmup", o.warmup).integer("chunk", static_cast<long long>(o.chunk));
   j.integer("inflight", o.inflight).boolean("thub_verify", o.thub_verify);

@@ -1,5 +1,7 @@
 #include "bench/transfer/shard.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,7 +88,7 @@ Layout make_layout(const std::string& spec, uint64_t bytes) {
   return l;
 }
 
-Shard::Shard(const Layout& layout, THUB_Context alloc_ctx) : alloc_ctx_(alloc_ctx) {
+Shard::Shard(const Layout& layout, THUB_Context alloc_ctx, bool huge_pages) : alloc_ctx_(alloc_ctx) {
   size_t off = 0;
   for (size_t len : layout.sizes) {
     off_.push_back(off);
@@ -99,6 +101,11 @@ Shard::Shard(const Layout& layout, THUB_Context alloc_ctx) : alloc_ctx_(alloc_ct
     void* p = nullptr;
     if (THUB_Alloc_mem(alloc_ctx_, alloc_, THUB_INFO_NULL, &p) != THUB_SUCCESS) throw std::bad_alloc();
     base_ = static_cast<char*>(p);
+  } else if (huge_pages) {
+    constexpr size_t kHuge = 2u << 20;
+    alloc_ = (alloc_ + kHuge - 1) / kHuge * kHuge;
+    base_ = static_cast<char*>(std::aligned_alloc(kHuge, alloc_));
+    if (base_ && ::madvise(base_, alloc_, MADV_HUGEPAGE) != 0) std::perror("madvise(MADV_HUGEPAGE)");
   } else {
     base_ = static_cast<char*>(std::aligned_alloc(kPage, alloc_));
   }

@@ -34,8 +34,10 @@ std::string size_text(uint64_t bytes);  // 64M, 1G, 1000M, or plain bytes
 class Shard {
  public:
   // `alloc_ctx`: allocate the shard with THUB_Alloc_mem of that context (UCX shared memory)
-  // instead of aligned_alloc. Throws std::bad_alloc.
-  explicit Shard(const Layout& layout, THUB_Context alloc_ctx = THUB_CONTEXT_NULL);
+  // instead of aligned_alloc. `huge_pages`: aligned_alloc'd on 2 MiB and advised
+  // MADV_HUGEPAGE before it is first written (transparent huge pages, as an allocator that
+  // asks for them gives). Throws std::bad_alloc.
+  explicit Shard(const Layout& layout, THUB_Context alloc_ctx = THUB_CONTEXT_NULL, bool huge_pages = false);
   ~Shard();
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;

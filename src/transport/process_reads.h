@@ -7,7 +7,11 @@
 // time. Here the reader copies the bytes itself (one kernel copy, what UCX's cma transport
 // does): nothing is ever sent to the source, its CPU is not used, a stopped source can still
 // be read, a dead one is ESRCH at once, and a read is synchronous, so nothing can land after
-// the reader gave up on it. Progress thread only; no UCX type, no thread.
+// the reader gave up on it. Progress thread only; no UCX type. A read of several slices is
+// copied by the progress thread and up to THUB_PROCESS_READ_THREADS - 1 helper threads at
+// once (one kernel copy is bound by one core: ~7.5 GB/s of 4 KiB pages on the 2-core machine
+// of docs/benchmarks.md), each slice vouched for by its own key word and nonce; the call
+// returns only when every helper has finished, so a read is still synchronous.
 //
 // process_vm_readv can read any memory of the peer, so what may be read is what the *source*
 // lists in its table of served regions (served_regions.h), found through /proc/PID/maps at
@@ -74,7 +78,8 @@ class ProcessReader {
   void read(void* local, uint64_t len, uint64_t remote, uint32_t slot, uint64_t key, Done done);
   // Checks now that the source lists [remote, remote + len) under `slot` with `key`: "" or why not.
   std::string check_served(uint32_t slot, uint64_t key, uint64_t remote, uint64_t len);
-  // Reads up to `budget` bytes (at least one slice) of the queued reads; the completions due
+  // Reads up to `budget` bytes (at least one slice; up to one slice per thread, helpers
+  // included, at each step) of the queued reads; the completions due
   // are appended to `done`. A failure fails the reader and every read queued. Returns bytes read.
   uint64_t progress(uint64_t budget, Completions* done);
   // Every queued read completes with `why`; nothing is read after this.
@@ -83,6 +88,10 @@ class ProcessReader {
   [[nodiscard]] const std::string& error() const { return error_; }
   [[nodiscard]] size_t outstanding() const { return ops_.size(); }
   [[nodiscard]] uint32_t pid() const { return id_.pid; }
+  // Bytes that helper threads copied and that counted (vouched for by their key word).
+  [[nodiscard]] uint64_t bytes_beside() const { return bytes_beside_; }
+  // The helper threads of this process (THUB_PROCESS_READ_THREADS - 1; made on first use).
+  static size_t helper_threads();
 
  private:
   struct Op {
@@ -93,17 +102,34 @@ class ProcessReader {
     uint32_t slot;
     uint64_t key;
     bool served = false;  // its whole range checked against the slot
+    bool finished = false;  // completed in this step (removed at its end)
     Done done;
   };
+  // A slice of a step (step()): ops_[op]'s bytes [off, off + len) from where it stands, and
+  // what its one system call brought (read()).
+  struct Slice {
+    size_t op = 0;
+    uint64_t off = 0, len = 0, key_now = 0;
+    int64_t got = 0;
+    bool complete = false;
+    std::string err;
+  };
+  uint64_t step(Completions* done);
+  void read(Slice& sl) const;
   struct Slot {
     uint64_t key = 0, addr = 0, len = 0;
   };
   // One system call: up to `len` bytes at `remote` into `dst`, then `extra` (8 bytes at
   // `extra_remote` into `*extra`, when extra_bytes > 0), then the nonce word. Returns the data
   // bytes read (the rest was read and the nonce checked only when all `len` were), or -1 with
-  // error_ set.
+  // *err set. Const: helper threads call it beside the progress thread.
   int64_t read_slice(char* dst, uint64_t remote, uint64_t len, void* extra, uint64_t extra_remote,
-                     uint64_t extra_bytes, bool* complete);
+                     uint64_t extra_bytes, bool* complete, std::string* err) const;
+  int64_t read_slice(char* dst, uint64_t remote, uint64_t len, void* extra, uint64_t extra_remote,
+                     uint64_t extra_bytes, bool* complete) {
+    return read_slice(dst, remote, len, extra, extra_remote, extra_bytes, complete, &error_);
+  }
+
   [[nodiscard]] uint64_t slot_address(uint32_t slot) const;
   // The slot as the source lists it now (read with the nonce); false with error_ set.
   bool read_slot(uint32_t slot, Slot* out);
@@ -115,6 +141,9 @@ class ProcessReader {
   uint64_t table_ = 0, table_slots_ = 0;  // the source's table of served regions
   std::map<uint32_t, Slot> slots_;        // slots read (a slot's bounds never change under one key)
   std::deque<Op> ops_;
+  std::vector<Slice> plan_;       // step()'s slices (kept: no allocation per step)
+  std::vector<void*> claimed_;    // the helper threads step() claimed
+  uint64_t bytes_beside_ = 0;
   bool failed_ = false;
   std::string error_;
 };

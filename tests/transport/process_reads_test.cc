@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "src/transport/served_regions.h"
 #include "src/transport/wire_format.h"
 #include "src/transport/worker.h"
 
@@ -379,6 +380,82 @@ TEST(ProcessReadsTest, WireFormatsDecodeOlderFormsAndRefuseTruncatedOnes) {
   EXPECT_EQ(r.token, 9u);
   EXPECT_EQ(r.ucx, "old");
   EXPECT_FALSE(r.has_region);
+}
+
+// Reads of several slices are copied by helper threads beside the progress thread (three
+// threads a read here, whatever the cores: set before the first read makes the helpers).
+struct ThreeThreadsARead {
+  ThreeThreadsARead() { ::setenv("THUB_PROCESS_READ_THREADS", "3", 0); }
+} three_threads_a_read;
+
+// This process read as a source by a ProcessReader of its own (process_vm_readv of itself):
+// a region listed in its table of served regions, and the completions of progress().
+struct SelfRead {
+  ProcessIdentityWord word;
+  ProcessReader reader{word.identity()};
+  std::vector<unsigned char> src, dst;
+  uint32_t slot = 0;
+  uint64_t key = 0;
+  ProcessReader::Completions done;
+  explicit SelfRead(size_t bytes) : src(bytes), dst(bytes, 0) {
+    for (size_t i = 0; i < bytes; ++i) src[i] = pattern(i);
+    EXPECT_TRUE(ServedRegions::instance().serve(remote(0), bytes, &slot, &key));  // makes the table
+    EXPECT_EQ(reader.probe(), "");
+  }
+  ~SelfRead() {
+    if (key) ServedRegions::instance().withdraw(slot, key);
+  }
+  uint64_t remote(size_t off) const { return reinterpret_cast<uint64_t>(src.data()) + off; }
+  void read(size_t off, size_t len, std::string* err) {
+    reader.read(dst.data() + off, len, remote(off), slot, key, [err](bool ok, const std::string& e) { *err = ok ? "ok" : e; });
+  }
+  void drain() {
+    for (int i = 0; i < 100000 && reader.outstanding() > 0; ++i) reader.progress(ProcessReader::kSlice, &done);
+    for (auto& [cb, e] : done) cb(e.empty(), e);
+    done.clear();
+  }
+};
+
+// Three reads queued at once, the middle one outside the region: the first and the last are
+// copied in steps shared with helper threads, each slice vouched for by its own key word, and
+// land byte-exact; the middle one fails alone, having copied nothing.
+TEST(ProcessReadsTest, QueuedReadsAreCopiedBesideByHelperThreadsAndARefusedOneFailsAlone) {
+  ASSERT_EQ(ProcessReader::helper_threads(), 2u) << "THUB_PROCESS_READ_THREADS=3 was not seen";
+  const size_t n = 16u << 20, a = (5u << 20) + 12345, b = 4096;
+  SelfRead r(n);
+  std::string first, middle, last;
+  r.read(0, a, &first);
+  r.reader.read(r.dst.data() + a, b, r.remote(n - 10), r.slot, r.key,
+                [&middle](bool ok, const std::string& e) { middle = ok ? "ok" : e; });
+  r.read(a, n - a, &last);
+  r.drain();
+  EXPECT_EQ(first, "ok");
+  EXPECT_EQ(last, "ok");
+  EXPECT_NE(middle.find("outside the region"), std::string::npos) << middle;
+  EXPECT_EQ(std::memcmp(r.src.data(), r.dst.data(), n), 0);
+  // Two thirds of 16 MiB can only have been copied beside when the helpers took part.
+  EXPECT_GE(r.reader.bytes_beside(), 8u << 20);
+}
+
+// A region withdrawn in the middle of a read: what was read before (vouched for by its key
+// word) stays, nothing read after the withdrawal is kept, neither by this thread nor by a
+// helper (their slices are wiped), and the read fails.
+TEST(ProcessReadsTest, RegionWithdrawnMidReadKeepsNoUnvouchedByteFromAnyThread) {
+  const size_t n = 16u << 20;
+  SelfRead r(n);
+  std::string result;
+  r.read(0, n, &result);
+  const uint64_t first = r.reader.progress(ProcessReader::kSlice, &r.done);  // one step
+  ASSERT_GT(first, 0u);
+  ASSERT_LT(first, n);
+  ServedRegions::instance().withdraw(r.slot, r.key);
+  r.drain();
+  EXPECT_NE(result.find("withdrew the region"), std::string::npos) << result;
+  EXPECT_EQ(std::memcmp(r.src.data(), r.dst.data(), first), 0);
+  size_t kept = 0;
+  for (size_t i = first; i < n; ++i) kept += r.dst[i] != 0;
+  EXPECT_EQ(kept, 0u) << "bytes read after the withdrawal were kept";
+  r.key = 0;  // withdrawn already
 }
 
 TEST(ProcessReadsTest, OffWhenAskedOrWhenUcxTlsLeavesOutSharedMemory) {

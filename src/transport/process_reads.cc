@@ -41,8 +41,13 @@ class SliceHelpers {
   static SliceHelpers& instance() {
     static std::mutex made_mu;
     static SliceHelpers* made = nullptr;
+    static std::vector<SliceHelpers*> parents;  // kept reachable: never freed, never a leak
     std::lock_guard<std::mutex> lock(made_mu);
-    if (!made || made->pid_ != ::getpid()) made = new SliceHelpers();  // the parent's, if any, is not ours
+    if (made && made->pid_ != ::getpid()) {  // a forked child: the parent's helpers are not ours
+      parents.push_back(made);
+      made = nullptr;
+    }
+    if (!made) made = new SliceHelpers();
     return *made;
   }
   [[nodiscard]] size_t size() const { return helpers_.size(); }

@@ -22,6 +22,7 @@
 #include "src/registry/auth.h"
 #include "src/registry/byte_queue.h"
 #include "src/registry/etcd.h"
+#include "src/registry/handshake.h"
 #include "src/registry/protocol.h"
 #include "src/registry/socket.h"
 
@@ -29,11 +30,6 @@ namespace thub::registry {
 
 namespace {
 enum class State { kConnected, kReconnecting, kDead };
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Requests are written in slices; each slice the registry takes counts as a sign of life,
 // so that a long upload is not mistaken for a silent registry.
@@ -150,23 +146,6 @@ bool Connection::Impl::send_heartbeat(int64_t deadline_ms) {
   return true;
 }
 
-namespace {
-// Appends what `sock` has to `in` without blocking: 1 something came, 0 nothing now, -1 the
-// peer closed or the socket failed.
-int receive_some(int sock, ByteQueue& in) {
-  char buf[65536];
-  for (;;) {
-    ssize_t k = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
-    if (k > 0) {
-      in.append(buf, static_cast<size_t>(k));
-      return 1;
-    }
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    return -1;
-  }
-}
-}  // namespace
 
 int Connection::Impl::receive() { return receive_some(fd.get(), in); }
 
@@ -180,114 +159,6 @@ bool Connection::Impl::next_frame(FrameHeader* h, std::string_view* payload) {
 }
 
 namespace {
-
-// A registry that does not lead (NOT_LEADER): why, and who does ("" unknown).
-class NotLeading : public Error {
- public:
-  NotLeading(const std::string& address, const NotLeader& n)
-      : Error(Code::kRegistry, "registry " + address + " does not lead: " + n.detail +
-                                   (n.leader.empty() ? "" : "; the leader is " + n.leader)),
-        leader(n.leader) {}
-  std::string leader;
-};
-
-// One side of a handshake: a socket of our own and what came from it. The reader's own
-// connection and a probe of an earlier address (which runs beside it) each have one.
-struct HandshakeLink {
-  int sock;
-  ByteQueue& in;
-  int receive() { return receive_some(sock, in); }
-  void send(MsgType t, const std::string& payload, const std::string& a) {
-    std::string f = encode_frame(t, 0, payload);
-    if (!write_all(sock, f.data(), f.size())) throw Error(Code::kRegistry, "lost the connection to registry " + a);
-  }
-};
-
-// The next frame of the handshake into *h/*payload (a view valid until in.consume). A registry
-// that accepted (the kernel does that even for a stopped process) but does not answer within
-// the deadline is skipped like an unreachable one.
-void await_frame(HandshakeLink& l, const std::string& a, int64_t deadline, int64_t budget_ms, const char* what,
-                 FrameHeader* h, std::string_view* payload) {
-  for (;;) {
-    // Before it has proven anything, a registry gets no more room than it gives a client.
-    if (l.in.size() >= kHeaderBytes) {
-      FrameHeader peek = decode_header(l.in.view().substr(0, kHeaderBytes));
-      if (peek.length > kMaxHelloPayload) {
-        throw Error(Code::kRegistry, "registry " + a + " answered " + what + " with a frame of " +
-                                         std::to_string(peek.length) + " bytes");
-      }
-      if (l.in.size() >= kHeaderBytes + peek.length) {
-        *h = peek;
-        *payload = l.in.view().substr(kHeaderBytes, peek.length);
-        return;
-      }
-    }
-    int64_t left = deadline - steady_ms();
-    if (left <= 0) {
-      throw Error(Code::kRegistry, "registry " + a + " did not answer " + what + " within " +
-                                       std::to_string(budget_ms) + " ms");
-    }
-    pollfd p{l.sock, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) > 0 && l.receive() < 0) {
-      throw Error(Code::kRegistry, "registry " + a + " closed the connection during " + what);
-    }
-  }
-}
-
-// HELLO with a fresh nonce of ours. A registry with a token answers CHALLENGE (its nonce); we
-// answer AUTH (our HMAC over both nonces), it answers AUTH_OK (its own HMAC, which we check
-// when auth_mutual) or refuses. The token itself never travels (docs/protocol.md). Nothing
-// else writes to the socket meanwhile: it is not yet the connection's.
-void handshake(const ConnectionOptions& opts, HandshakeLink& l, const std::string& a, int64_t deadline,
-               int64_t budget_ms, Transcript* authed = nullptr) {
-  const std::string nonce = random_bytes(kNonceBytes);
-  l.send(MsgType::kHello, encode_hello(Hello{nonce, opts.datacenter}), a);
-  FrameHeader h;
-  std::string_view payload;
-  await_frame(l, a, deadline, budget_ms, "HELLO", &h, &payload);
-  auto refused = [&](const char* what) {
-    sched::Reply r = decode_reply(payload);
-    l.in.consume(kHeaderBytes + h.length);
-    if (r.status == sched::Status::kAuth) return Error(Code::kAuth, "registry " + a + ": " + r.detail);
-    if (r.status != sched::Status::kOk) return Error(Code::kRegistry, "registry " + a + ": " + r.detail);
-    return Error(Code::kRegistry, "registry " + a + " answered " + what + " with an empty REPLY");
-  };
-  if (h.type == MsgType::kNotLeader) throw NotLeading(a, decode_not_leader(payload));
-  if (h.type == MsgType::kReply) {
-    sched::Reply r = decode_reply(payload);
-    if (r.status != sched::Status::kOk) throw refused("HELLO");
-    l.in.consume(kHeaderBytes + h.length);
-    if (!opts.auth_token.empty() && opts.auth_mutual) {
-      throw Error(Code::kAuth, "registry " + a +
-                                   " asks for no auth token, so it cannot prove that it knows ours: refused "
-                                   "(give the registry the token, or set auth_mutual=false to accept it)");
-    }
-    return;
-  }
-  if (h.type != MsgType::kChallenge) {
-    throw Error(Code::kRegistry, "registry " + a + " answered HELLO with a " + type_name(h.type));
-  }
-  if (opts.auth_token.empty()) {
-    throw Error(Code::kAuth, "registry " + a + " requires an auth token: set auth_token_file (or auth_token)");
-  }
-  const std::string theirs = decode_challenge(payload);
-  l.in.consume(kHeaderBytes + h.length);
-  const Transcript t{nonce, theirs, opts.datacenter};
-  l.send(MsgType::kAuth, encode_auth(client_proof(opts.auth_token, t)), a);
-  await_frame(l, a, deadline, budget_ms, "AUTH", &h, &payload);
-  if (h.type == MsgType::kReply) throw refused("AUTH");
-  if (h.type != MsgType::kAuthOk) {
-    throw Error(Code::kRegistry, "registry " + a + " answered AUTH with a " + type_name(h.type));
-  }
-  const std::string proof = decode_auth_ok(payload);
-  l.in.consume(kHeaderBytes + h.length);
-  if (opts.auth_mutual && !constant_time_equal(proof, registry_proof(opts.auth_token, t))) {
-    throw Error(Code::kAuth, "registry " + a +
-                                 " could not prove that it knows the auth token: an impostor, or a registry "
-                                 "with another token");
-  }
-  if (authed) *authed = t;
-}
 
 // The order in which addresses are tried: the list's own (the first that answers is the
 // leader: the primary while it lives), with `last` (the address just lost, n: none) put at

@@ -11,6 +11,7 @@
 
 #include "src/common/codec.h"
 #include "src/common/status.h"
+#include "src/registry/socket.h"
 
 namespace thub::registry {
 
@@ -19,11 +20,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxResponseBytes = 1u << 20;  // etcd's answers here are a few hundred bytes
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // etcd's gateway writes int64 fields as JSON strings, and leaves out those that are 0.
 int64_t number(const json& j, const char* key) {

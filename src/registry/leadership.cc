@@ -17,11 +17,6 @@ namespace thub::registry {
 
 namespace {
 
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // A thread that runs `step` every period until destroyed; `step` returns the next period.
 class Ticker {
  public:

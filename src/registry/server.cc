@@ -37,10 +37,6 @@ namespace {
 // the client tries its next address).
 constexpr auto kRefused = static_cast<sched::Status>(-6);
 
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 Server::Impl::Impl(const ServerOptions& o) : opts(o), reg(o.sched), now_ms(steady_ms()) {}

@@ -1,11 +1,18 @@
 // Small TCP helpers for the control plane (blocking sockets, RAII file descriptors).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace thub::registry {
+
+// Milliseconds of the steady clock: the registry's and its clients' deadlines.
+inline int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 class Fd {
  public:

@@ -96,6 +96,7 @@ struct Lease {
   Time granted_at = 0;        // introspection only
   Time progress_at = 0;       // the grant, or the last report of more bytes (lease_progress_timeout)
   uint64_t progress_bytes = 0;
+  std::string path;           // the read path the reader last reported (introspection only)
 };
 
 // A TransferDone whose answer waits for its round's commit.

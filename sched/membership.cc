@@ -48,6 +48,7 @@ void Core::on(const TransferProgress& e) {
   Lease* lp = reading(e.client, e.req, *m, e.lease, /*active_only=*/true);
   if (!lp) return;
   Lease& l = *lp;
+  if (!e.path.empty()) l.path = e.path;
   if (e.bytes > l.progress_bytes) {  // only more bytes are progress
     progress_.erase({l.progress_at, l.id});
     l.progress_at = now_;

@@ -115,6 +115,7 @@ Snapshot Core::snapshot(const SnapshotLimits& limits) const {
     t.source = l.source;
     t.reader = l.reader;
     t.from_host_copy = l.from_offload;
+    t.path = l.path;
     t.orphan = l.orphan_until > 0;
     t.granted_at = l.granted_at;
     auto model_index = [&](const Member& m) {

@@ -71,6 +71,7 @@ struct TransferView {
   bool from_host_copy = false;       // reads the source's retention copy
   bool source_partial = false;       // the source is itself still receiving (pipeline)
   bool orphan = false;               // the reader was dropped for silence; ends at its deadline
+  std::string path;                  // the read path the reader reported ("" none yet)
   Time granted_at = 0;
   uint64_t bytes_reported = 0;       // the reader's, as in HolderView
   Time reported_at = 0;

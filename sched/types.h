@@ -204,6 +204,7 @@ struct TransferProgress {  // the granted read now holds `bytes` checked bytes; 
   MemberId member;
   LeaseId lease;
   uint64_t bytes;
+  std::string path;        // what the reader reads the source over, as it names it ("": not said)
 };
 
 using Event = std::variant<Connect, Disconnect, Heartbeat, Tick, Open, Close, Publish,

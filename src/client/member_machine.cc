@@ -541,7 +541,7 @@ void MemberMachine::on(const TransferProgressed& e) {
   // Only to the registry that granted the read (another knows no lease of ours); its answer
   // changes nothing (a read it ended is heard of at the transfer's end).
   if (!up_ || member_ == 0 || grant_generation_ != generation_ || lease_ == 0) return;
-  send(Purpose::kCleanup, sched::TransferProgress{0, 0, member_, lease_, e.held});
+  send(Purpose::kCleanup, sched::TransferProgress{0, 0, member_, lease_, e.held, e.path});
 }
 
 void MemberMachine::on(const TransferEnded& e) {

@@ -74,7 +74,11 @@ struct TransferEnded {
 };
 // The transfer started by BeginTransfer holds `held` checked bytes now (sent now and then while
 // it advances): told to the registry, whose lease_progress_timeout ends reads that make none.
-struct TransferProgressed { uint64_t transfer; uint64_t held; };
+struct TransferProgressed {
+  uint64_t transfer;
+  uint64_t held;
+  std::string path;  // the read path of the latest read (transport::read_path_name), told to the registry
+};
 struct OffloadOrdered { sched::MemberId member; int64_t version; };
 struct DiscardOrdered { sched::MemberId member; int64_t version; };
 struct HostCopyMade { int64_t version; bool ok; std::string descriptor; std::string error; };

@@ -276,11 +276,11 @@ void Model::Core::act(const BeginTransfer& a) {
   // none is ended there (lease_progress_timeout_ms), one that does is not.
   const int64_t report_us = cfg.progress_report_ms * 1000;
   d->reported_at = now_us();
-  auto on_advance = [weak, d, &copier, &engine, transfer, report_us](uint64_t held) {
+  auto on_advance = [weak, d, &copier, &engine, transfer, report_us](uint64_t held, transport::ReadPath path) {
     if (const int64_t now = now_us(); now - d->reported_at >= report_us) {
       d->reported_at = now;
-      engine.post([weak, transfer, held] {
-        if (auto self = weak.lock()) self->feed(TransferProgressed{transfer, held});
+      engine.post([weak, transfer, held, path] {
+        if (auto self = weak.lock()) self->feed(TransferProgressed{transfer, held, transport::read_path_name(path)});
       });
     }
     if (held <= d->delivered.load(std::memory_order_relaxed)) return;

@@ -42,7 +42,7 @@ int64_t now_us() {
 // carried out queues its own behind them (the machine is never asked twice at once).
 class Job : public std::enable_shared_from_this<Job> {
  public:
-  Job(Worker& w, TransferSpec s, std::function<void(uint64_t)> on_advance, std::function<void(TransferResult)> on_done)
+  Job(Worker& w, TransferSpec s, AdvanceFn on_advance, std::function<void(TransferResult)> on_done)
       : w_(w), s_(std::move(s)), on_advance_(std::move(on_advance)), on_done_(std::move(on_done)) {}
   void start();
   // Ended, and none of its reads can land any more: none in flight, or the rest were canceled
@@ -62,7 +62,8 @@ class Job : public std::enable_shared_from_this<Job> {
 
   Worker& w_;
   TransferSpec s_;
-  std::function<void(uint64_t)> on_advance_;
+  AdvanceFn on_advance_;
+  transport::ReadPath last_path_ = transport::ReadPath::kUcxGet;  // of the latest read issued
   std::function<void(TransferResult)> on_done_;
   std::unique_ptr<TransferMachine> m_;
   std::deque<TransferStep> steps_;
@@ -185,7 +186,7 @@ void Job::carry_out(const TransferStep& step) {
   } else if (const auto* sh = std::get_if<ShowHeld>(&step)) {
     // Checksums first, then our counter (FillWriter::show), for readers chained on us.
     s_.fill.show(sh->flag, m_->hash_words() + 1, sh->hashes_from, sh->hashes_to, sh->held);
-    if (sh->advanced && on_advance_) on_advance_(sh->held);
+    if (sh->advanced && on_advance_) on_advance_(sh->held, last_path_);
   } else if (const auto* f = std::get_if<TransferFinish>(&step)) {
     finish(*f);
   }
@@ -200,7 +201,8 @@ void Job::issue(uint64_t off, uint64_t len) {
   const Segment& l = s_.local->segments()[s_.local->find(off)];
   size_t ri = remote_segment(off);
   auto self = shared_from_this();
-  const auto path = static_cast<size_t>(transport::Worker::read_path(*peer_, *keys_[ri]));
+  last_path_ = transport::Worker::read_path(*peer_, *keys_[ri]);
+  const auto path = static_cast<size_t>(last_path_);
   w_.get(peer_, l.addr + (off - l.offset), len, s_.source.segments[ri].addr + (off - remote_off_[ri]), *keys_[ri],
          [self, off, len, path](bool ok, const std::string& err) {
            if (ok && !self->finished_) self->path_bytes_[path] += len;
@@ -284,7 +286,7 @@ void start_when_clear(Worker& worker, const std::shared_ptr<Job>& job, const std
 
 std::shared_ptr<LateReads> make_late_reads() { return std::make_shared<LateReads>(); }
 
-void start_transfer(Worker& worker, TransferSpec spec, std::function<void(uint64_t)> on_advance,
+void start_transfer(Worker& worker, TransferSpec spec, AdvanceFn on_advance,
                     std::function<void(TransferResult)> on_done) {
   std::shared_ptr<LateReads> late = spec.late;
   auto job = std::make_shared<Job>(worker, std::move(spec), std::move(on_advance), std::move(on_done));

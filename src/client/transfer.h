@@ -63,10 +63,11 @@ struct TransferResult {
   TransferStats stats;
 };
 
-// Starts the transfer on the worker's progress thread. `on_advance(held)` runs there each
-// time the bytes held and checked grow (copy-out may follow them); `on_done` runs there once,
-// at the end (after the last on_advance).
-void start_transfer(transport::Worker& worker, TransferSpec spec, std::function<void(uint64_t)> on_advance,
+// Starts the transfer on the worker's progress thread. `on_advance(held, path)` runs there
+// each time the bytes held and checked grow (copy-out may follow them), with the read path of
+// the latest read; `on_done` runs there once, at the end (after the last on_advance).
+using AdvanceFn = std::function<void(uint64_t held, transport::ReadPath path)>;
+void start_transfer(transport::Worker& worker, TransferSpec spec, AdvanceFn on_advance,
                     std::function<void(TransferResult)> on_done);
 
 }  // namespace thub::client

@@ -78,7 +78,8 @@ constexpr auto kTransferViews = wire::list<TransferView>(
     field(&TransferView::reader_shard, Int{-1, kMaxShards, "reader shard"}),
     field(&TransferView::from_host_copy, Bool{}), field(&TransferView::source_partial, Bool{}),
     field(&TransferView::orphan, Bool{}), field(&TransferView::granted_at, I64{}),
-    field(&TransferView::bytes_reported, U64{}), field(&TransferView::reported_at, I64{}));
+    field(&TransferView::bytes_reported, U64{}), field(&TransferView::reported_at, I64{}),
+    field(&TransferView::path, Text{}));
 
 // What no field can tell alone: holders and transfers name models of the same snapshot.
 void check_snapshot(const Snapshot& s) {
@@ -127,7 +128,8 @@ constexpr auto kSchema = std::make_tuple(
                                 field(&SourceFailed::lease, U64{}), field(&SourceFailed::chunks_done, U64{})),
     wire::message<TransferProgress>(request(MsgType::kTransferProgress, "TRANSFER_PROGRESS"),
                                     field(&TransferProgress::member, U64{}), field(&TransferProgress::lease, U64{}),
-                                    field(&TransferProgress::bytes, U64{})),
+                                    field(&TransferProgress::bytes, U64{}),
+                                    field(&TransferProgress::path, Stored{kMaxPathBytes, "read path"})),
     wire::message<Unpublish>(deferred(MsgType::kUnpublish, "UNPUBLISH"), field(&Unpublish::member, U64{})),
     wire::message<OffloadDone>(request(MsgType::kOffloadDone, "OFFLOAD_DONE"), field(&OffloadDone::member, U64{}),
                                field(&OffloadDone::version, I64{}), field(&OffloadDone::descriptor, kDescriptor)),

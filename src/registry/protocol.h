@@ -28,13 +28,14 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 7: OPEN carries the shard's round report (a re-open after a failover: its latest round, whether
 // it is still in it, the answer it had), CANCEL a status beside its version, REPLICATE a `whole` flag (a resume of a version the shard
 // already holds whole): a round has one outcome on every shard across a failover (docs/sched.md).
-constexpr uint16_t kProtocolVersion = 8;
+constexpr uint16_t kProtocolVersion = 9;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 
 // What one client may store in the registry is bounded so that every reply that carries it
 // fits one frame (docs/protocol.md, "Limits"). A request beyond these is refused with
 // status -1 and a message; its connection stays open.
+constexpr size_t kMaxPathBytes = 64;              // TRANSFER_PROGRESS's read path
 constexpr size_t kMaxNameBytes = 4096;            // model, replica; HELLO's datacenter
 constexpr uint32_t kMaxHelloPayload = 16u << 10;  // before authentication, no frame may announce more
 // The handshake's values, none of them secret (src/registry/auth.h): each side's fresh nonce, each

@@ -112,6 +112,8 @@ const ReadPathOps& read_path_ops(ReadPath k) {
   return kUcxGet;
 }
 
+const char* read_path_name(ReadPath p) { return read_path_ops(p).name; }
+
 const ReadPathOps& read_path_for(const Peer& p, const RemoteKey& key) {
   for (const ReadPathOps* o : kReadOrder)
     if (o->reads(p, key)) return *o;

@@ -48,6 +48,8 @@ enum class ReadPath : uint8_t {
   kUcxMapped,   // UCX's shared-memory segment of a same-host source, mapped and copied here
 };
 inline constexpr size_t kReadPathCount = 4;
+// The path's name, as in the stat keys bytes_<name> ("process_vm_readv", "socket", ...).
+const char* read_path_name(ReadPath p);
 
 // Completion of a get: ok, or the failure text (peer, status).
 using GetCallback = std::function<void(bool ok, const std::string& err)>;

@@ -325,20 +325,21 @@ TEST_F(MemberMachineTest, ProgressIsReportedToTheRegistryThatGrantedTheRead) {
   uint64_t transfer = began();
   ASSERT_NE(transfer, 0u);
   clear();
-  step(TransferProgressed{transfer, 65536});
+  step(TransferProgressed{transfer, 65536, "process_vm_readv"});
   auto p = sent<sched::TransferProgress>();
   ASSERT_TRUE(p) << "no progress report";
   EXPECT_EQ(p->second.member, 1u);
   EXPECT_EQ(p->second.lease, 11u);
   EXPECT_EQ(p->second.bytes, 65536u);
+  EXPECT_EQ(p->second.path, "process_vm_readv") << "the read path is told with the bytes";
   clear();
   reply(p->first, refusal(sched::Status::kState, "lease 11 is not active"));
   EXPECT_FALSE(completed()) << "a refused report ended the transfer";
-  step(TransferProgressed{transfer + 1, 1});  // another transfer's
+  step(TransferProgressed{transfer + 1, 1, "socket"});  // another transfer's
   EXPECT_FALSE(sent<sched::TransferProgress>());
   failover(1, 2);
   clear();
-  step(TransferProgressed{transfer, 131072});
+  step(TransferProgressed{transfer, 131072, "socket"});
   EXPECT_FALSE(sent<sched::TransferProgress>()) << "reported to a registry that did not grant the read";
 }
 

@@ -49,7 +49,7 @@ sched::Event random_request(Rng& rng) {
   switch (pick(rng, 11)) {
     case 0: return sched::Heartbeat{0};
     case 9: return sched::Cancel{0, 0, pick(rng, 100)};
-    case 10: return sched::TransferProgress{0, 0, pick(rng, 100), pick(rng, 100), rng()};
+    case 10: return sched::TransferProgress{0, 0, pick(rng, 100), pick(rng, 100), rng(), std::string(rng() % 80, 'p')};
     case 1: {
       int n = 1 + static_cast<int>(pick(rng, 4));
       return sched::Open{0, 0, random_text(rng, 12), random_text(rng, 8), static_cast<int>(pick(rng, n)), n,

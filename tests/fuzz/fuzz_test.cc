@@ -61,7 +61,7 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
       sched::Unpublish{0, 0, 15},
       sched::OffloadDone{0, 0, 16, 17, "o"},
       sched::Cancel{0, 0, 18},
-      sched::TransferProgress{0, 0, 19, 20, 21},
+      sched::TransferProgress{0, 0, 19, 20, 21, "process_vm_readv"},
   };
   for (const auto& ev : events) EXPECT_EQ(serialize(request(ev)), registry::encode_event(ev));
   sched::Reply r{};

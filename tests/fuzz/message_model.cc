@@ -91,7 +91,7 @@ Message request(const sched::Event& ev) {
           return {Shape::kCancel,
                   {u64(e.member), u64(e.round), i64(e.version), u32(static_cast<uint32_t>(static_cast<int32_t>(e.status)))}};
         } else if constexpr (std::is_same_v<T, sched::TransferProgress>) {
-          return {Shape::kTransferProgress, {u64(e.member), u64(e.lease), u64(e.bytes)}};
+          return {Shape::kTransferProgress, {u64(e.member), u64(e.lease), u64(e.bytes), str(e.path)}};
         } else {
           throw std::logic_error("not a client request");
         }
@@ -131,7 +131,7 @@ Message snapshot(const sched::Snapshot& s) {
     f.insert(f.end(), {u64(t.lease), u32(t.model), i64(t.version), u64(t.source), str(t.source_replica),
                        u32i(t.source_shard), u64(t.reader), str(t.reader_replica), u32i(t.reader_shard),
                        boolean(t.from_host_copy), boolean(t.source_partial), boolean(t.orphan), i64(t.granted_at),
-                       u64(t.bytes_reported), i64(t.reported_at)});
+                       u64(t.bytes_reported), i64(t.reported_at), str(t.path)});
   }
   return m;
 }
@@ -190,6 +190,7 @@ sched::Snapshot random_snapshot(Rng& rng) {
     t.granted_at = static_cast<int64_t>(pick(rng, 1u << 30));
     t.bytes_reported = pick(rng, 1u << 20);
     t.reported_at = static_cast<int64_t>(pick(rng, 1u << 30));
+    if (pick(rng, 2)) t.path = pick(rng, 2) ? "process_vm_readv" : "socket";
     s.transfers.push_back(std::move(t));
   }
   s.models_total = s.models.size();

@@ -506,9 +506,9 @@ struct SessionFuzzer::State {
       case 15:
         if (!s.leases.empty() && !chance(r, 4)) {
           auto [m, l] = s.leases[pick(r, s.leases.size())];
-          return sched::TransferProgress{0, 0, m, l, chance(r, 2) ? r() % 100000 : interesting(r, Kind::kU64)};
+          return sched::TransferProgress{0, 0, m, l, chance(r, 2) ? r() % 100000 : interesting(r, Kind::kU64), "socket"};
         }
-        return sched::TransferProgress{0, 0, member(s, r), pick(r, 64), r()};
+        return sched::TransferProgress{0, 0, member(s, r), pick(r, 64), r(), std::string(r() % 80, 'q')};
       case 1:
       case 2: {
         int n = chance(r, 3) ? 1 + static_cast<int>(pick(r, 3)) : 1;

@@ -38,6 +38,8 @@ using registry::test::Daemon;
 // 2 x 32 MiB read 4 KiB at a time: a transfer long enough to stop its reader in the middle.
 const std::string kBig = "33554432,33554432,0,4096";
 const char* kSlowReader = "chunk_size=4096 max_inflight=1";
+// The slow reader tells the registry its progress, and the path it reads over, often.
+const char* kSlowReportingReader = "chunk_size=4096 max_inflight=1 progress_report_ms=50";
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -151,7 +153,8 @@ for line in open(sys.argv[1]):
                       h["replica"], h["state"], "" if b is None else
                       " bytes>=%d live=%s" % (b["at_least"], b["live"])))
     for t in d["transfers"]:
-        print("transfer %s v%d %s -> %s" % (t["model"], t["version"], t["source"]["replica"], t["reader"]["replica"]))
+        print("transfer %s v%d %s -> %s over %s" % (t["model"], t["version"], t["source"]["replica"],
+              t["reader"]["replica"], t["reader"]["path"]))
 )PY";
   std::string script = temp_path("py"), data = temp_path("json");
   std::ofstream(script) << kScript;
@@ -203,11 +206,15 @@ TEST(RegistryInfoTest, ShowsModelsVersionsHoldersAndTransfersInFlight) {
   ASSERT_TRUE(ok(trainer.cmd("publish 1")));
   ASSERT_NO_FATAL_FAILURE(start_peer(r0, "r0"));
   ASSERT_TRUE(ok(r0.cmd("replicate latest")));
-  // r1 reads slowly and is stopped in the middle: its read stays in flight.
-  ASSERT_NO_FATAL_FAILURE(start_peer(r1, "r1", kSlowReader));
+  // r1 reads slowly and is stopped in the middle: its read stays in flight. Its reports name
+  // the path it reads over (UCX_TLS=tcp: the transport's own sockets).
+  ASSERT_NO_FATAL_FAILURE(start_peer(r1, "r1", kSlowReportingReader));
   ASSERT_TRUE(ok(r1.cmd("ireplicate latest")));
   ASSERT_TRUE(wait_for_stat(r1, "bytes_held", [](int64_t b) { return b > 0; }));
+  const std::string path_seen =
+      wait_for_info(d.address, [](const std::string& x) { return has(x, " -> r1 over socket"); });
   r1.signal(SIGSTOP);
+  EXPECT_TRUE(has(path_seen, " -> r1 over socket")) << "the registry does not show the reader's path:\n" << path_seen;
 
   ToolRun j = info("--registry " + d.address + " --json");
   ASSERT_EQ(j.rc, 0) << j.err;
@@ -218,7 +225,8 @@ TEST(RegistryInfoTest, ShowsModelsVersionsHoldersAndTransfersInFlight) {
   EXPECT_TRUE(has(s, "holder policy v1 shard 0/1 trainer complete\n")) << s;
   EXPECT_TRUE(has(s, "holder policy v1 shard 0/1 r0 complete\n")) << s;
   EXPECT_TRUE(has(s, "holder policy v1 shard 0/1 r1 partial bytes>=0 live=False")) << s;
-  EXPECT_TRUE(has(s, "transfer policy v1 trainer -> r1") || has(s, "transfer policy v1 r0 -> r1")) << s;
+  EXPECT_TRUE(has(s, "transfer policy v1 trainer -> r1 over socket") || has(s, "transfer policy v1 r0 -> r1 over socket"))
+      << s;
   // json.tool: the document is valid JSON as a whole too.
   std::string file = temp_path("doc");
   std::ofstream(file) << j.out;
@@ -233,6 +241,7 @@ TEST(RegistryInfoTest, ShowsModelsVersionsHoldersAndTransfersInFlight) {
   EXPECT_TRUE(has(h.out, "not live")) << h.out;
   EXPECT_TRUE(has(h.out, "transfers in flight (source -> reader): 1")) << h.out;
   EXPECT_TRUE(has(h.out, "r1 shard 0 (member")) << h.out;
+  EXPECT_TRUE(has(h.out, "PATH")) << h.out;
   EXPECT_FALSE(has(h.out, "TRUNCATED")) << h.out;
 
   // Asking for fewer entries than there are: said so, in both forms.

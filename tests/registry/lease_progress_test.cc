@@ -60,7 +60,7 @@ TEST(LeaseProgressTest, AReaderThatReportsProgressKeepsItsRead) {
   // Three timeouts long, a report every third of one.
   for (uint64_t bytes = 1; bytes <= 9; ++bytes) {
     ::poll(nullptr, 0, static_cast<int>(kTimeoutMs / 3));
-    sched::Reply p = reader.call(sched::TransferProgress{0, 0, r.member, g.lease, bytes * 4096}, 10000);
+    sched::Reply p = reader.call(sched::TransferProgress{0, 0, r.member, g.lease, bytes * 4096, "socket"}, 10000);
     ASSERT_EQ(p.status, sched::Status::kOk) << "report " << bytes << ": " << p.detail;
   }
   EXPECT_TRUE(reader.connected());

@@ -25,7 +25,7 @@ TEST(ProtocolTest, BadMagicVersionAndLengthAreRefused) {
   bad[0] ^= 1;
   EXPECT_THROW(decode_header(bad), CodecError);
   bad = f;
-  bad[4] = 9;  // protocol version
+  bad[4] = static_cast<char>(kProtocolVersion + 1);  // another protocol version
   EXPECT_THROW(decode_header(bad), CodecError);
   Writer w;
   w.u32(kMagic).u16(kProtocolVersion).u16(3).u64(1).u32(kMaxPayload + 1);

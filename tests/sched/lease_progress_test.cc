@@ -34,7 +34,7 @@ struct Granted {
   }
   Status progress(uint64_t bytes) {
     RequestId q = h.next_req();
-    h.send(TransferProgress{2, q, r, lease, bytes});
+    h.send(TransferProgress{2, q, r, lease, bytes, "socket"});
     auto a = h.reply_to(2, q);
     EXPECT_TRUE(a);
     return a ? a->status : Status::kInternal;
@@ -70,6 +70,23 @@ TEST(LeaseProgressTest, ProgressKeepsTheRead) {
   auto a = g.h.reply_to(2, d);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->status, Status::kOk);
+}
+
+// The path a reader names in its reports is what the registry's view shows for the read
+// (tensorhub-info); a report that names none keeps the last one.
+TEST(LeaseProgressTest, TheReadPathAReaderReportsIsShownForItsRead) {
+  Granted g;
+  auto path_shown = [&g] {
+    Snapshot s = g.h.reg().snapshot();
+    return s.transfers.size() == 1 ? s.transfers[0].path : std::string("(no transfer)");
+  };
+  EXPECT_EQ(path_shown(), "") << "a path shown before any report";
+  EXPECT_EQ(g.progress(4096), Status::kOk);
+  EXPECT_EQ(path_shown(), "socket");
+  RequestId q = g.h.next_req();
+  g.h.send(TransferProgress{2, q, g.r, g.lease, 8192, ""});
+  ASSERT_TRUE(g.h.reply_to(2, q));
+  EXPECT_EQ(path_shown(), "socket");
 }
 
 TEST(LeaseProgressTest, AReportOfNoMoreBytesIsNoProgress) {

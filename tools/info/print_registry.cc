@@ -205,7 +205,7 @@ void print_registry(std::ostream& out, const std::string& address, const Snapsho
   if (s.transfers.size() < s.transfers_total) out << " of " << s.transfers_total;
   out << "\n";
   if (!s.transfers.empty()) {
-    Table t({"LEASE", "MODEL", "VERSION", "SOURCE", "", "READER", "AGE", "READER HOLDS"});
+    Table t({"LEASE", "MODEL", "VERSION", "SOURCE", "", "READER", "PATH", "AGE", "READER HOLDS"});
     for (const auto& x : s.transfers) {
       std::string src = x.source_shard < 0 ? "member " + std::to_string(x.source) + " (gone)"
                                            : printable(x.source_replica) + " shard " + std::to_string(x.source_shard) +
@@ -218,7 +218,7 @@ void print_registry(std::ostream& out, const std::string& address, const Snapsho
       if (x.orphan) rd += ", dropped for silence";
       any_partial = any_partial || x.reader_shard >= 0;
       t.add({std::to_string(x.lease), model_name(s, x.model), version(x.version), src, "->", rd,
-             seconds(age_s(s.now, x.granted_at)),
+             x.path.empty() ? "-" : printable(x.path), seconds(age_s(s.now, x.granted_at)),
              x.reader_shard < 0 ? "-" : reported(s, x.bytes_reported, x.reported_at)});
     }
     t.print(out, "  ");
@@ -288,6 +288,7 @@ void print_registry_json(std::ostream& out, const std::string& address, const Sn
          end(x.source, x.source_replica, x.source_shard) + ",\"partial\":" + (x.source_partial ? "true" : "false") +
          ",\"host_copy\":" + (x.from_host_copy ? "true" : "false") + "},\"reader\":" +
          end(x.reader, x.reader_replica, x.reader_shard) + ",\"orphan\":" + (x.orphan ? "true" : "false") +
+         ",\"path\":" + (x.path.empty() ? "null" : json_str(x.path)) +
          ",\"bytes_held\":" + bytes_held(x.reader_shard >= 0, x.bytes_reported, x.reported_at) +
          "},\"age_s\":" + num(age_s(s.now, x.granted_at)) + "}";
   }

@@ -146,6 +146,30 @@ class MemberMachineTest : public ::testing::Test {
     }
     return transfer;
   }
+  // The re-open just sent reports a round that ended: its number, status and version; it is
+  // answered with `member`.
+  void expect_reopen_reports(uint64_t round, sched::Status status, sched::Version version, sched::MemberId member) {
+    auto reopen = sent<sched::Open>();
+    ASSERT_TRUE(reopen);
+    EXPECT_EQ(reopen->second.round, round);
+    EXPECT_FALSE(reopen->second.round_open);
+    EXPECT_EQ(reopen->second.round_status, status);
+    EXPECT_EQ(reopen->second.round_version, version);
+    ok(reopen->first, member);
+  }
+  // A replicate of `spec` that the registry refuses with VERSION_LOST ends so, with no fill.
+  void replicate_refused_lost(int64_t spec) {
+    uint64_t op = next_op++;
+    step(OpReplicate{op, spec, false});
+    step(Prepared{op, 7, "fill-1", 1});
+    auto rep = sent<sched::Replicate>();
+    ASSERT_TRUE(rep);
+    clear();
+    reply(rep->first, refusal(sched::Status::kVersionLost, "every holder of version 3 is gone"));
+    ASSERT_TRUE(completed());
+    EXPECT_EQ(completed()->code, Code::kVersionLost);
+    EXPECT_FALSE(did<PrepareFill>());
+  }
   // The registry restarts: the connection is lost and comes back; the machine opens again
   // (answered with `member`) and publishes again what it holds.
   void failover(uint64_t generation, sched::MemberId member) {

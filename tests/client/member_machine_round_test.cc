@@ -11,16 +11,7 @@ TEST_F(MemberMachineTest, ShardOfALargerReplicaEndsWithTheLoss) {
   m = MemberMachine{MemberIdentity{"m", "r", 1, 2, 0, false}};
   open();
   clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, -1, false});
-  step(Prepared{op, 7, "fill-1", 1});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  clear();
-  reply(rep->first, refusal(sched::Status::kVersionLost, "every holder of version 3 is gone"));
-  ASSERT_TRUE(completed());
-  EXPECT_EQ(completed()->code, Code::kVersionLost);
-  EXPECT_FALSE(did<PrepareFill>());
+  replicate_refused_lost(-1);
 }
 
 // A shard of a larger replica whose round moved (issue 18: another shard lost the round's
@@ -153,13 +144,7 @@ TEST_F(MemberMachineTest, RoundCanceledBeforeItWasAskedIsToldDone) {
   step(RegistryBack{1});
   // The re-open says it (protocol 7: in the same step as the shard opens there, so that no
   // sibling's request of round 2 is decided before), with no answer to share (its own cancel).
-  auto reopen = sent<sched::Open>();
-  ASSERT_TRUE(reopen);
-  EXPECT_EQ(reopen->second.round, 2u);
-  EXPECT_FALSE(reopen->second.round_open);
-  EXPECT_EQ(reopen->second.round_status, sched::Status::kOk);
-  EXPECT_EQ(reopen->second.round_version, -1);
-  ok(reopen->first, 6);
+  expect_reopen_reports(2, sched::Status::kOk, -1, 6);
   EXPECT_FALSE(sent<sched::Cancel>());
 }
 
@@ -181,13 +166,7 @@ TEST_F(MemberMachineTest, ReopenReportsItsLatestRound) {
   clear();
   step(RegistryLost{});
   step(RegistryBack{2});
-  auto reopen = sent<sched::Open>();
-  ASSERT_TRUE(reopen);
-  EXPECT_EQ(reopen->second.round, 1u);
-  EXPECT_FALSE(reopen->second.round_open);
-  EXPECT_EQ(reopen->second.round_status, sched::Status::kNotFound);
-  EXPECT_EQ(reopen->second.round_version, -1);
-  ok(reopen->first, 7);
+  expect_reopen_reports(1, sched::Status::kNotFound, -1, 7);
   // Round 2 succeeds with version 4: reported with its version.
   clear();
   op = next_op++;
@@ -202,13 +181,7 @@ TEST_F(MemberMachineTest, ReopenReportsItsLatestRound) {
   clear();
   step(RegistryLost{});
   step(RegistryBack{3});
-  reopen = sent<sched::Open>();
-  ASSERT_TRUE(reopen);
-  EXPECT_EQ(reopen->second.round, 2u);
-  EXPECT_FALSE(reopen->second.round_open);
-  EXPECT_EQ(reopen->second.round_status, sched::Status::kOk);
-  EXPECT_EQ(reopen->second.round_version, 4);
-  ok(reopen->first, 8);
+  expect_reopen_reports(2, sched::Status::kOk, 4, 8);
   // Round 3, an update (newer than 4), granted 6 and still in its transfer: reported open.
   auto pub = sent<sched::Publish>();
   ASSERT_TRUE(pub);
@@ -222,7 +195,7 @@ TEST_F(MemberMachineTest, ReopenReportsItsLatestRound) {
   clear();
   step(RegistryLost{});
   step(RegistryBack{4});
-  reopen = sent<sched::Open>();
+  auto reopen = sent<sched::Open>();
   ASSERT_TRUE(reopen);
   EXPECT_EQ(reopen->second.round, 3u);
   EXPECT_TRUE(reopen->second.round_open);

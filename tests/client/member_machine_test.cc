@@ -194,16 +194,7 @@ TEST_F(MemberMachineTest, LatestWhoseVersionIsLostAtTheAnswerMovesOnOnce) {
 TEST_F(MemberMachineTest, AbsoluteSpecEndsWithTheLossOfItsVersion) {
   open();
   clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, 3, false});
-  step(Prepared{op, 7, "fill-1", 1});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  clear();
-  reply(rep->first, refusal(sched::Status::kVersionLost, "every holder of version 3 is gone"));
-  ASSERT_TRUE(completed());
-  EXPECT_EQ(completed()->code, Code::kVersionLost);
-  EXPECT_FALSE(did<PrepareFill>());
+  replicate_refused_lost(3);
 }
 
 // Issue 19: a grant naming another version than an absolute request asked for (a lying

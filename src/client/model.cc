@@ -642,22 +642,8 @@ bool Model::Core::repoint(const std::string& name, void* addr, uint64_t bytes, i
 void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes, int memtype) {
   Core& c = *core_;
   bool repointed = false;
-  for (std::shared_ptr<std::promise<void>> staged;; staged.reset()) {
-    // A publish's staging from the old memory ends first (it copies the shard once).
-    c.ctx.engine().call([&] {
-      if (c.frozen && !(repointed = c.repoint(name, addr, bytes, memtype))) {
-        staged = std::make_shared<std::promise<void>>();
-        c.when_staging_stopped([staged] { staged->set_value(); });
-      }
-    });
-    if (!staged) break;
-    staged->get_future().wait();
-  }
-  if (repointed) return;
-  c.ctx.engine().call([&] {
-    if (c.frozen) {
-      throw Error(Code::kState, "tensor '" + name + "': register every tensor before the first publish or replicate");
-    }
+  // One hop to the engine per call (8,192 registrations took 146 ms with two).
+  auto add = [&] {
     if (memtype == kMemCuda) {
       std::string why;
       if (!transport::cuda_usable(&why)) throw Error(Code::kUnsupported, "tensor '" + name + "': CUDA memory: " + why);
@@ -676,7 +662,22 @@ void Model::register_tensor(const std::string& name, void* addr, uint64_t bytes,
     }
     c.live.table.add(name, addr, bytes, memtype);
     c.total_bytes = c.live.table.total_bytes();
-  });
+  };
+  for (std::shared_ptr<std::promise<void>> staged;; staged.reset()) {
+    c.ctx.engine().call([&] {
+      if (!c.frozen) return add();
+      // After the first publish or replicate: a re-pointing (copy mode), once a publish's
+      // staging from the old memory has ended (it copies the shard once).
+      repointed = c.repoint(name, addr, bytes, memtype);
+      if (!repointed) {
+        staged = std::make_shared<std::promise<void>>();
+        c.when_staging_stopped([staged] { staged->set_value(); });
+      }
+    });
+    if (!staged) break;
+    staged->get_future().wait();
+  }
+  if (repointed) return;
   if (seed_) {
     std::lock_guard<std::mutex> lk(seed_->mu);
     seed_->tensors.emplace_back(name, bytes);

@@ -21,7 +21,7 @@
 namespace thub::transport {
 
 namespace {
-// Threads that copy slices beside a progress thread (ProcessReader::read_beside). One set per
+// Threads that copy slices beside a progress thread (ProcessReader::step). One set per
 // process, made on first use and never freed (made again in a forked child: threads do not
 // survive fork). A reader claims idle helpers and never waits for a busy one; THUB_PROCESS_
 // READ_THREADS counts the threads of one read, the progress thread included (default: the

@@ -25,7 +25,7 @@ client::Descriptor make_descriptor(int tensors) {
   d.counter = {0x7f0000001000, 8, rkey};
   d.hashes = {0x7f0000002000, 8 * 1025, rkey};
   for (int i = 0; i < tensors; ++i) {
-    d.tensors.push_back({"model.layers." + std::to_string(i / 12) + ".mlp.up_proj.weight", {0, 1u << 20, ""}});
+    d.tensors.push_back({"model.layers." + std::to_string(i / 12) + ".mlp.up_proj.weight", 1u << 20});
   }
   d.compaction_threshold = 2u << 20;
   d.segments.push_back({0x7f0010000000, 64u << 20, rkey});

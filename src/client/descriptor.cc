@@ -6,7 +6,9 @@
 namespace thub::client {
 
 namespace {
-constexpr uint32_t kDescriptorVersion = 3;  // 2: stream segments, compaction, staging; 3: fill epoch
+// 2: stream segments, compaction, staging; 3: fill epoch; 4: a tensor is its name and size (no
+// region of its own: 40 % fewer bytes for 8,192 tensors)
+constexpr uint32_t kDescriptorVersion = 4;
 
 void put(Writer& w, const RemoteRegion& r) { w.u64(r.addr).u64(r.bytes).str(r.rkey); }
 RemoteRegion get(Reader& r) {
@@ -16,29 +18,63 @@ RemoteRegion get(Reader& r) {
   x.rkey = r.str();
   return x;
 }
-}  // namespace
 
-std::string encode_descriptor(const Descriptor& d) {
+// `tensors_bytes` and `put_tensors` encode the tensor list: d.tensors, or a holder's own table.
+template <typename PutTensors>
+std::string encode(const Descriptor& d, size_t tensors_bytes, PutTensors&& put_tensors, DescriptorPatch* at) {
   Writer w;
+  size_t bytes = 64 + d.host.size() + d.worker_address.size() + 2 * (20 + kRkeyBound) + tensors_bytes;
+  for (const auto& s : d.segments) bytes += 20 + s.rkey.size();
+  w.reserve(bytes);  // one allocation: a shard of 8,192 tensors encodes ~300 KB
   w.u32(kDescriptorVersion).str(d.host).i64(d.pid).str(d.worker_address);
   put(w, d.counter);
+  if (at) at->epoch_at = w.size();
   w.u32(d.epoch);
   put(w, d.hashes);
-  w.u32(static_cast<uint32_t>(d.tensors.size()));
-  for (const auto& t : d.tensors) {
-    w.str(t.name);
-    put(w, t.region);
-  }
-  w.u64(d.compaction_threshold).u32(d.staged ? 1 : 0);
+  put_tensors(w);
+  w.u64(d.compaction_threshold);
+  if (at) at->staged_at = w.size();
+  w.u32(d.staged ? 1 : 0);
   w.u32(static_cast<uint32_t>(d.segments.size()));
   for (const auto& s : d.segments) put(w, s);
   return w.take();
+}
+}  // namespace
+
+std::string encode_descriptor(const Descriptor& d, DescriptorPatch* at) {
+  size_t bytes = 4;
+  for (const auto& t : d.tensors) bytes += 4 + t.name.size() + 8;
+  return encode(d, bytes, [&d](Writer& w) {
+    w.u32(static_cast<uint32_t>(d.tensors.size()));
+    for (const auto& t : d.tensors) w.str(t.name).u64(t.bytes);
+  }, at);
+}
+
+std::string encode_descriptor(const Descriptor& d, const TensorTable& table, DescriptorPatch* at) {
+  size_t bytes = 4;
+  for (const auto& t : table.tensors()) bytes += 4 + t.name.size() + 8;
+  return encode(d, bytes, [&table](Writer& w) {
+    w.u32(static_cast<uint32_t>(table.tensors().size()));
+    for (const auto& t : table.tensors()) w.str(t.name).u64(t.bytes);
+  }, at);
+}
+
+void patch_descriptor(std::string* bytes, const DescriptorPatch& at, uint32_t epoch, bool staged) {
+  auto set = [bytes](size_t off, uint32_t v) {
+    if (off + 4 > bytes->size()) throw Error(Code::kInternal, "descriptor patch out of range");
+    for (size_t i = 0; i < 4; ++i) (*bytes)[off + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  set(at.epoch_at, epoch);
+  set(at.staged_at, staged ? 1 : 0);
 }
 
 Descriptor decode_descriptor(const std::string& bytes) {
   try {
     Reader r(bytes);
-    if (r.u32() != kDescriptorVersion) throw CodecError("unknown descriptor version");
+    if (const uint32_t v = r.u32(); v != kDescriptorVersion) {
+      throw CodecError("descriptor version " + std::to_string(v) + ", this library reads version " +
+                       std::to_string(kDescriptorVersion) + " (every process of a job must run one TensorHub version)");
+    }
     Descriptor d;
     d.host = r.str();
     d.pid = r.i64();
@@ -46,11 +82,11 @@ Descriptor decode_descriptor(const std::string& bytes) {
     d.counter = get(r);
     d.epoch = r.u32();
     d.hashes = get(r);
-    uint32_t n = r.count(4 + 8 + 8 + 4);
+    uint32_t n = r.count(4 + 8);
     d.tensors.resize(n);
     for (auto& t : d.tensors) {
       t.name = r.str();
-      t.region = get(r);
+      t.bytes = r.u64();
     }
     d.compaction_threshold = r.u64();
     const uint32_t staged = r.u32();

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "src/client/layout.h"
+
 namespace thub::client {
 
 struct RemoteRegion {
@@ -14,9 +16,9 @@ struct RemoteRegion {
   std::string rkey;  // packed UCX rkey ("" for 0-byte regions)
 };
 
-struct RemoteTensor {
+struct RemoteTensor {  // the layout: a tensor's name and size (the segments say where it is)
   std::string name;
-  RemoteRegion region;
+  uint64_t bytes = 0;
 };
 
 struct Descriptor {
@@ -40,7 +42,19 @@ constexpr uint64_t kMaxDescriptorBytes = 32u << 20;
 constexpr uint64_t kRkeyBound = 1024;
 constexpr uint64_t kWorkerAddressBound = 64u << 10;
 
-std::string encode_descriptor(const Descriptor& d);
+// Where encode_descriptor put the fields that change from one fill to the next: a holder
+// encodes its descriptor once per mapping and patches them at each publish (Holding::descriptor).
+struct DescriptorPatch {
+  size_t epoch_at = 0;
+  size_t staged_at = 0;
+};
+
+std::string encode_descriptor(const Descriptor& d, DescriptorPatch* at = nullptr);
+// The same, listing `table`'s tensors instead of d.tensors: a holder encodes its own table
+// without a copy of it.
+std::string encode_descriptor(const Descriptor& d, const TensorTable& table, DescriptorPatch* at);
+// Sets the fill epoch and the staged flag of an encoding made with `at`.
+void patch_descriptor(std::string* bytes, const DescriptorPatch& at, uint32_t epoch, bool staged);
 Descriptor decode_descriptor(const std::string& bytes);  // throws Error(kTransport) if malformed
 
 }  // namespace thub::client

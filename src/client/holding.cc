@@ -23,19 +23,24 @@ uint64_t descriptor_bound(const TensorTable& table, const StreamPlan& plan, bool
   uint64_t segments = copy ? 1 : (plan.compact_bytes() > 0 ? 1 : 0);
   for (size_t i = 0; i < table.tensors().size(); ++i) {
     const Tensor& t = table.tensors()[i];
-    n += 4 + t.name.size() + 8 + 8 + 4;
+    n += 4 + t.name.size() + 8;
     if (!copy && t.bytes > 0 && !plan.packed(i)) ++segments;
   }
   return n + segments * (8 + 8 + 4 + kRkeyBound);
 }
 
 void Holding::map(transport::Worker& w, uint64_t threshold, bool copy, const AllocLookup& find) {
-  plan = StreamPlan(table, threshold);
+  map(w, StreamPlan(table, threshold), copy, find);
+}
+
+void Holding::map(transport::Worker& w, StreamPlan planned, bool copy, const AllocLookup& find) {
+  plan = std::move(planned);
   copy_mode = copy;
   bool any_cuda = false;
   for (const auto& t : table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
   stream = Stream();
   regions.clear();
+  desc_bytes_.clear();  // the segments and regions change: descriptor() encodes anew
   if (copy_mode) {
     if (!shadow) shadow = w.allocate(plan.total_bytes(), any_cuda);
     stream.add(shadow->data(), plan.total_bytes());
@@ -175,16 +180,21 @@ std::string Holding::where(uint64_t off) const {
 }
 
 std::string Holding::descriptor(const std::string& worker_address, uint32_t fill_epoch) const {
+  if (desc_bytes_.empty() || desc_address_ != worker_address || desc_tensors_ != table.tensors().size()) {
+    desc_bytes_ = encode_all(worker_address, fill_epoch, &desc_at_);
+    desc_address_ = worker_address;
+    desc_tensors_ = table.tensors().size();
+  }
+  std::string bytes = desc_bytes_;
+  patch_descriptor(&bytes, desc_at_, fill_epoch, staged_);
+  return bytes;
+}
+
+std::string Holding::encode_all(const std::string& worker_address, uint32_t fill_epoch, DescriptorPatch* at) const {
   Descriptor d;
   d.host = host_identity();
   d.pid = static_cast<int64_t>(::getpid());
   d.worker_address = worker_address;
-  for (const auto& t : table.tensors()) {
-    RemoteTensor rt;
-    rt.name = t.name;
-    rt.region.bytes = t.bytes;
-    d.tensors.push_back(std::move(rt));
-  }
   d.compaction_threshold = plan.threshold();
   d.staged = staged_;
   for (size_t i = 0; i < stream.segments().size(); ++i) {
@@ -195,7 +205,7 @@ std::string Holding::descriptor(const std::string& worker_address, uint32_t fill
   d.counter = {counter_region_->address(), sizeof(uint64_t), counter_region_->packed_rkey()};
   d.epoch = fill_epoch;
   d.hashes = {hash_region_->address(), hash_region_bytes(), hash_region_->packed_rkey()};
-  return encode_descriptor(d);
+  return encode_descriptor(d, table, at);
 }
 
 std::unique_ptr<Holding> Holding::copy_to_host(transport::Worker& w, int64_t version) const {
@@ -235,9 +245,9 @@ std::string Holding::mismatch(const Descriptor& src) const {
            std::to_string(mine.size());
   }
   for (size_t i = 0; i < mine.size(); ++i) {
-    if (src.tensors[i].name != mine[i].name || src.tensors[i].region.bytes != mine[i].bytes) {
+    if (src.tensors[i].name != mine[i].name || src.tensors[i].bytes != mine[i].bytes) {
       return "tensor " + std::to_string(i) + " is '" + mine[i].name + "' (" + std::to_string(mine[i].bytes) +
-             " bytes) here but '" + src.tensors[i].name + "' (" + std::to_string(src.tensors[i].region.bytes) +
+             " bytes) here but '" + src.tensors[i].name + "' (" + std::to_string(src.tensors[i].bytes) +
              " bytes) at the source";
     }
   }

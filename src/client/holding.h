@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "src/client/descriptor.h"
 #include "src/client/layout.h"
 #include "src/client/progress_counter.h"
 #include "src/client/stream.h"
@@ -30,7 +31,6 @@ class Worker;
 namespace thub::client {
 
 class TensorCopier;
-struct Descriptor;
 
 // An upper bound of the descriptor's size for `table` served as `plan` (copy: one segment).
 uint64_t descriptor_bound(const TensorTable& table, const StreamPlan& plan, bool copy);
@@ -91,6 +91,8 @@ class Holding {
   // Plan the stream, allocate its buffers, register them, the counter and the integrity
   // region. Throws Error(kNoMemory).
   void map(transport::Worker& w, uint64_t threshold, bool copy, const AllocLookup& find = {});
+  // The same with the stream already planned (StreamPlan(table, threshold)).
+  void map(transport::Worker& w, StreamPlan planned, bool copy, const AllocLookup& find = {});
   [[nodiscard]] bool mapped() const { return counter_region_ != nullptr; }
   // How peers read this holding, promising fill `epoch` (the counter's tag once it is filled).
   [[nodiscard]] std::string descriptor(const std::string& worker_address, uint32_t epoch) const;
@@ -114,6 +116,8 @@ class Holding {
 
  private:
   [[nodiscard]] char* buffer_at(uint64_t stream_off) const;
+  // The whole descriptor, encoded; `at` tells where its epoch and staged flag are.
+  [[nodiscard]] std::string encode_all(const std::string& worker_address, uint32_t epoch, DescriptorPatch* at) const;
 
   bool staged_ = false;  // descriptor flag: the counter leads while the publisher stages
   uint32_t epoch_ = 0;   // the fill the buffers hold or are being filled with (0: none)
@@ -124,6 +128,13 @@ class Holding {
   std::unique_ptr<transport::MemoryRegion> counter_region_;
   std::vector<uint64_t> hashes_;  // [0] = 1 when valid, then one XXH3 per kHashBlock
   std::unique_ptr<transport::MemoryRegion> hash_region_;
+  // descriptor(): encoded at its first call after map() (the tensors, segments and regions do
+  // not change until the next map()), then copied with the fill's epoch and flag patched in:
+  // a publish of 8,192 tensors encodes nothing. Engine thread only, as descriptor() is.
+  mutable std::string desc_bytes_;
+  mutable std::string desc_address_;  // the worker address it was encoded with
+  mutable size_t desc_tensors_ = 0;   // and the number of tensors
+  mutable DescriptorPatch desc_at_;
 };
 
 }  // namespace thub::client

@@ -18,6 +18,7 @@ void TensorTable::check_place(const std::string& name, const void* addr, uint64_
 }
 
 void TensorTable::add(const std::string& name, void* addr, uint64_t bytes, int memtype) {
+  hashed_ = false;
   if (name.empty()) throw Error(Code::kArg, "tensor name is empty");
   if (name.size() > kMaxNameBytes) {
     throw Error(Code::kArg, "tensor name of " + std::to_string(name.size()) + " bytes is longer than " +
@@ -54,11 +55,18 @@ void TensorTable::repoint(size_t i, void* addr) {
 }
 
 uint64_t TensorTable::layout_hash(uint64_t compaction_threshold) const {
+  if (hashed_ && hashed_threshold_ == compaction_threshold) return hash_;
   Writer w;
+  size_t bytes = 4 + 8;
+  for (const auto& t : tensors_) bytes += 4 + t.name.size() + 8;
+  w.reserve(bytes);
   w.u32(static_cast<uint32_t>(tensors_.size()));
   for (const auto& t : tensors_) w.str(t.name).u64(t.bytes);
   w.u64(compaction_threshold);
-  return hash64(w.data().data(), w.data().size(), 0x7e750f4ull);
+  hash_ = hash64(w.data().data(), w.data().size(), 0x7e750f4ull);
+  hashed_threshold_ = compaction_threshold;
+  hashed_ = true;
+  return hash_;
 }
 
 size_t TensorTable::find(uint64_t off) const {

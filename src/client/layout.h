@@ -56,6 +56,10 @@ class TensorTable {
   std::vector<Tensor> tensors_;
   std::unordered_map<std::string, size_t> names_;  // name -> index
   uint64_t total_ = 0;
+  // layout_hash() of the table as it is, for one threshold (add() forgets it): every publish
+  // asks for it, and it reads every name.
+  mutable bool hashed_ = false;
+  mutable uint64_t hashed_threshold_ = 0, hash_ = 0;
 };
 
 }  // namespace thub::client

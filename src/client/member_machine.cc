@@ -30,9 +30,9 @@ struct HasReq<T, std::void_t<decltype(std::declval<T&>().req)>> : std::true_type
 
 MemberMachine::MemberMachine(MemberIdentity id) : id_(std::move(id)) {}
 
-std::vector<MachineAction> MemberMachine::step(const MachineEvent& ev) {
+std::vector<MachineAction> MemberMachine::step(MachineEvent ev) {
   out_.clear();
-  std::visit([this](const auto& e) { on(e); }, ev);
+  std::visit([this](auto& e) { on(e); }, ev);
   return std::move(out_);
 }
 
@@ -136,11 +136,11 @@ void MemberMachine::on(const OpReplicate& e) {
   out_.emplace_back(PrepareFill{e.op});
 }
 
-void MemberMachine::on(const Prepared& e) {
+void MemberMachine::on(Prepared& e) {
   if (!op_ || op_->id != e.op || op_->stage != Stage::kPreparing) return;
   if (op_->cancel) return finish(Code::kCanceled, "canceled");
   op_->layout_hash = e.layout_hash;
-  op_->descriptor = e.descriptor;
+  op_->descriptor = std::move(e.descriptor);
   op_->fill = e.fill;
   if (unsettled()) return wait_registry();
   send_op_request();
@@ -336,7 +336,7 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
       if (!ok) return finish(code_of(r.status), "publish of version " + std::to_string(op.spec) + ": " + r.detail);
       phase_ = Phase::kHolding;
       version_ = op.spec;
-      descriptor_ = op.descriptor;
+      descriptor_ = std::move(op.descriptor);  // the op ends here
       layout_hash_ = op.layout_hash;
       needs_publish_ = false;
       return finish(Code::kSuccess);

@@ -132,7 +132,8 @@ class MemberMachine {
  public:
   explicit MemberMachine(MemberIdentity id);
 
-  [[nodiscard]] std::vector<MachineAction> step(const MachineEvent& ev);
+  // Taken by value: an event's large parts (a descriptor) move into the machine, not copied.
+  [[nodiscard]] std::vector<MachineAction> step(MachineEvent ev);
 
   // ---- views (stats, the driver's checks, the simulation's invariants)
   enum class Phase {
@@ -198,7 +199,7 @@ class MemberMachine {
   void on(const OpOpen& e);
   void on(const OpPublish& e);
   void on(const OpReplicate& e);
-  void on(const Prepared& e);
+  void on(Prepared& e);
   void on(const PrepareFailed& e);
   void on(const OpUnpublish& e);
   void on(const OpClose& e);

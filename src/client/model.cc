@@ -84,7 +84,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   Core(Context& c, MemberIdentity id) : ctx(c), machine(std::move(id)) {}
 
   std::shared_ptr<Request> submit(Request::Kind kind, std::function<MachineEvent(uint64_t)> make);
-  void feed(const MachineEvent& ev);
+  void feed(MachineEvent ev);
   void on_registry(const MachineEvent& ev) override { feed(ev); }
   void execute(std::vector<MachineAction> actions);
   void act(const SendRequest& a);
@@ -115,7 +115,7 @@ std::shared_ptr<Request> Model::Core::submit(Request::Kind kind, std::function<M
   return req;
 }
 
-void Model::Core::feed(const MachineEvent& ev) { execute(machine.step(ev)); }
+void Model::Core::feed(MachineEvent ev) { execute(machine.step(std::move(ev))); }
 
 void Model::Core::execute(std::vector<MachineAction> actions) {
   for (const auto& a : actions) std::visit([this](const auto& x) { act(x); }, a);
@@ -138,11 +138,11 @@ void Model::Core::act(const SendRequest& a) {
   const uint64_t req = a.req;
   const int64_t timeout = a.deadline ? ctx.config().timeout_ms : registry::Connection::kNoDeadline;
   ctx.registry().send(a.event, timeout, [weak, &engine, req](registry::RequestResult r) {
-    engine.post([weak, req, r = std::move(r)] {
+    engine.post([weak, req, r = std::move(r)]() mutable {
       auto self = weak.lock();
       if (!self) return;
       if (r.code == Code::kSuccess) {
-        self->feed(RegistryReply{req, r.reply});
+        self->feed(RegistryReply{req, std::move(r.reply)});
       } else {
         self->feed(RegistryNoReply{req, r.code, r.detail});
       }
@@ -167,15 +167,14 @@ void Model::Core::freeze() {
     throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
   }
   // Every reader is handed our descriptor by the registry: it must fit its messages.
-  if (uint64_t n = descriptor_bound(live.table, StreamPlan(live.table, cfg.compaction_threshold), copy);
-      n > kMaxDescriptorBytes) {
+  StreamPlan plan(live.table, cfg.compaction_threshold);
+  if (uint64_t n = descriptor_bound(live.table, plan, copy); n > kMaxDescriptorBytes) {
     throw Error(Code::kArg, "the shard's " + std::to_string(live.table.tensors().size()) +
                                 " tensors would make a descriptor of up to " + std::to_string(n) + " bytes, more than " +
                                 std::to_string(kMaxDescriptorBytes) +
                                 ": register fewer tensors (or shorter names), or split the shard");
   }
-  live.map(ctx.worker(), cfg.compaction_threshold, copy,
-           [this](const void* p, uint64_t n) { return ctx.find_allocation(p, n); });
+  live.map(ctx.worker(), std::move(plan), copy, [this](const void* p, uint64_t n) { return ctx.find_allocation(p, n); });
   compact_bytes = live.plan.compact_bytes();
   compacted_tensors = live.plan.packed_count();
   std::set<const void*> distinct;  // segments that share a registration count once

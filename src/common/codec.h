@@ -17,6 +17,9 @@ class CodecError : public std::runtime_error {
 
 class Writer {
  public:
+  Writer() = default;
+  // Writes into `reuse`, emptied first: its capacity serves again (a buffer kept across calls).
+  explicit Writer(std::string reuse) : buf_(std::move(reuse)) { buf_.clear(); }
   Writer& u8(uint8_t v) { return raw(&v, 1); }
   Writer& u16(uint16_t v);
   Writer& u32(uint32_t v);
@@ -29,6 +32,7 @@ class Writer {
   [[nodiscard]] std::string take() { return std::move(buf_); }
   void patch_u32(size_t at, uint32_t v);
   [[nodiscard]] size_t size() const { return buf_.size(); }
+  void reserve(size_t n) { buf_.reserve(n); }
 
  private:
   std::string buf_;

@@ -8,6 +8,8 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
+
+#include "src/registry/auth.h"  // kMacBytes
 #include <type_traits>
 #include <variant>
 
@@ -225,13 +227,20 @@ auto for_entry(MsgType t, Fn&& fn) {
 
 }  // namespace
 
-std::string encode_frame(MsgType type, uint64_t req, std::string_view payload) {
+void encode_frame(MsgType type, uint64_t req, std::string_view payload, std::string* out) {
   if (payload.size() > kMaxPayload) throw CodecError("payload exceeds the frame limit");
-  Writer w;
+  Writer w(std::move(*out));
+  w.reserve(kHeaderBytes + payload.size() + kMacBytes);  // room for a MAC tag (auth.h) too
   w.u32(kMagic).u16(kProtocolVersion).u16(static_cast<uint16_t>(type)).u64(req);
   w.u32(static_cast<uint32_t>(payload.size()));
   w.raw(payload.data(), payload.size());
-  return w.take();
+  *out = w.take();
+}
+
+std::string encode_frame(MsgType type, uint64_t req, std::string_view payload) {
+  std::string f;
+  encode_frame(type, req, payload, &f);
+  return f;
 }
 
 FrameHeader decode_header(std::string_view bytes) {
@@ -275,6 +284,18 @@ MsgType type_of(const Event& ev) {
         else throw CodecError("this event is not a client request");
       },
       ev);
+}
+
+void encode_event(const Event& ev, std::string* out) {
+  Writer w(std::move(*out));
+  std::visit(
+      [&w](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (kIndexOf<T> >= 0) wire::encode_into(w, entry<T>(), e);
+        else throw CodecError("this event is not a client request");
+      },
+      ev);
+  *out = w.take();
 }
 
 std::string encode_event(const Event& ev) {

@@ -93,6 +93,8 @@ struct FrameHeader {
 };
 
 std::string encode_frame(MsgType type, uint64_t req, std::string_view payload);
+// The same into `out`, whose capacity is used again.
+void encode_frame(MsgType type, uint64_t req, std::string_view payload, std::string* out);
 // Decodes a header from exactly kHeaderBytes; throws CodecError on a bad magic, an unknown
 // protocol version or a payload longer than kMaxPayload.
 FrameHeader decode_header(std::string_view bytes);
@@ -124,6 +126,8 @@ NotLeader decode_not_leader(std::string_view payload);
 // Client side: the payload of each request (the client id and request id come from the
 // connection and the frame header).
 std::string encode_event(const sched::Event& ev);
+// The same into `out`, whose capacity is used again (a sender's buffer kept across frames).
+void encode_event(const sched::Event& ev, std::string* out);
 // Client side: throws LimitError if the request would be refused for its size.
 void check_limits(const sched::Event& ev);
 // Registry side: the event for a request frame from `client`. Throws CodecError, or

@@ -227,6 +227,11 @@ std::string encode(const M& m, const typename M::Payload& p) {
   return w.take();
 }
 
+template <class M>
+void encode_into(Writer& w, const M& m, const typename M::Payload& p) {
+  put_fields(w, m.fields, p);
+}
+
 // Decodes into `p` (whose members that are not on the wire, such as the client id, the
 // caller has set); every bound checked, nothing may trail.
 template <class M>

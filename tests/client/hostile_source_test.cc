@@ -159,7 +159,7 @@ TEST(HostileSourceTest, MalformedCounterIsRefused) {
 TEST(HostileSourceTest, OtherTensorsAreALayoutError) {
   std::string what;
   EXPECT_EQ(replicate_from_liar([](Descriptor& d) { d.tensors.pop_back(); }, &what), Code::kLayout);
-  EXPECT_EQ(replicate_from_liar([](Descriptor& d) { d.tensors[0].region.bytes = 1; }, &what), Code::kLayout);
+  EXPECT_EQ(replicate_from_liar([](Descriptor& d) { d.tensors[0].bytes = 1; }, &what), Code::kLayout);
 }
 
 TEST(HostileSourceTest, GarbageDescriptorIsATransportError) {

@@ -51,6 +51,22 @@ TEST(LayoutTest, LayoutHashDependsOnTheCompactionThreshold) {
   EXPECT_NE(a.layout_hash(64u << 10), a.layout_hash(2u << 20));
 }
 
+// The hash is kept from one publish to the next (every publish asks for it): a tensor added
+// since must change it, as it changes a table hashed for the first time.
+TEST(LayoutTest, LayoutHashFollowsATensorAddedAfterItWasTaken) {
+  std::vector<char> x(8);
+  TensorTable a, b;
+  a.add("w", x.data(), 8, 0);
+  const uint64_t one = a.layout_hash(0);
+  a.add("b", x.data(), 4, 0);
+  b.add("w", x.data(), 8, 0);
+  b.add("b", x.data(), 4, 0);
+  EXPECT_NE(a.layout_hash(0), one);
+  EXPECT_EQ(a.layout_hash(0), b.layout_hash(0));
+  EXPECT_NE(a.layout_hash(64u << 10), a.layout_hash(0));  // another threshold is hashed anew
+  EXPECT_EQ(a.layout_hash(0), b.layout_hash(0));
+}
+
 TEST(LayoutTest, DuplicateAndNullAreRefused) {
   std::vector<char> x(8);
   TensorTable t;
@@ -77,13 +93,15 @@ TEST(DescriptorTest, RoundTripAndMalformedInput) {
   d.worker_address = std::string("\0\1addr", 6);
   d.counter = {100, 8, "rk"};
   d.hashes = {200, 16, "hk"};
-  d.tensors.push_back({"w", {300, 64, "tk"}});
-  d.tensors.push_back({"empty", {0, 0, ""}});
+  d.tensors.push_back({"w", 64});
+  d.tensors.push_back({"empty", 0});
   std::string s = encode_descriptor(d);
   Descriptor e = decode_descriptor(s);
   EXPECT_EQ(e.worker_address, d.worker_address);
   ASSERT_EQ(e.tensors.size(), 2u);
-  EXPECT_EQ(e.tensors[0].region.addr, 300u);
+  EXPECT_EQ(e.tensors[0].name, "w");
+  EXPECT_EQ(e.tensors[0].bytes, 64u);
+  EXPECT_EQ(e.tensors[1].name, "empty");
   EXPECT_EQ(e.hashes.rkey, "hk");
   for (size_t n = 0; n < s.size(); n += 3) {
     try {
@@ -171,6 +189,53 @@ TEST(StreamTest, AHoldingRegistersEachSpanOfItsTensorsOnce) {
   EXPECT_EQ(d.segments[1].rkey, d.segments[64].rkey);
   EXPECT_NE(d.segments[1].rkey, d.segments[65].rkey);
   EXPECT_EQ(d.segments[65].bytes, apart.size());
+}
+
+// A holder encodes its descriptor once per mapping and patches each fill's epoch and staged
+// flag into a copy: every fill's descriptor must be exactly the one encoded whole for it, and
+// a new mapping (other segments, other keys) must be encoded anew.
+TEST(StreamTest, EachFillsDescriptorIsTheWholeEncodingOfThatFill) {
+  std::unique_ptr<transport::Worker> w = transport::Worker::create({});
+  std::vector<char> big(64 << 10), tiny(16);
+  Holding h;
+  h.table.add("big", big.data(), big.size(), 0);
+  h.table.add("tiny", tiny.data(), tiny.size(), 0);
+  h.map(*w, /*threshold=*/1024, false, nullptr);
+  const uint32_t e1 = h.publish_fill(false);
+  const std::string d1 = h.descriptor(w->address(), e1);
+  const Descriptor x1 = decode_descriptor(d1);
+  EXPECT_EQ(x1.epoch, e1);
+  EXPECT_TRUE(x1.staged) << "the tiny tensor is packed behind the publish";
+  EXPECT_EQ(encode_descriptor(x1), d1);
+  const uint32_t e2 = h.publish_fill(true);
+  ASSERT_NE(e2, e1);
+  const std::string d2 = h.descriptor(w->address(), e2);
+  const Descriptor x2 = decode_descriptor(d2);
+  EXPECT_EQ(x2.epoch, e2);
+  EXPECT_EQ(encode_descriptor(x2), d2);
+  ASSERT_EQ(x2.tensors.size(), 2u);
+  EXPECT_EQ(x2.tensors[0].name, "big");
+  EXPECT_EQ(x2.tensors[0].bytes, big.size());
+  EXPECT_EQ(x2.tensors[1].name, "tiny");
+  EXPECT_EQ(x2.segments.size(), x1.segments.size());
+  // Mapped again (here without compaction: the tiny tensor is served in place): the segments
+  // and their keys are the new mapping's.
+  h.map(*w, /*threshold=*/0, false, nullptr);
+  const uint32_t e3 = h.publish_fill(false);
+  const Descriptor x3 = decode_descriptor(h.descriptor(w->address(), e3));
+  EXPECT_EQ(x3.epoch, e3);
+  EXPECT_FALSE(x3.staged);
+  EXPECT_EQ(x3.compaction_threshold, 0u);
+  ASSERT_EQ(x3.segments.size(), h.stream.segments().size());
+  EXPECT_EQ(x3.segments.back().addr, reinterpret_cast<uint64_t>(tiny.data()));
+  EXPECT_NE(x3.counter.rkey, "");
+  // The next fill hashes (verify): staged now, in the same mapping.
+  const uint32_t e4 = h.publish_fill(true);
+  const std::string d4 = h.descriptor(w->address(), e4);
+  const Descriptor x4 = decode_descriptor(d4);
+  EXPECT_EQ(x4.epoch, e4);
+  EXPECT_TRUE(x4.staged);
+  EXPECT_EQ(encode_descriptor(x4), d4);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ client::Descriptor small_descriptor() {
   d.counter = {0x1000, 8, "rk"};
   d.epoch = 3;
   d.hashes = {0x2000, 16, "rk"};
-  d.tensors = {{"w", {0x3000, 64, "rk"}}};
+  d.tensors = {{"w", 64}};
   d.segments = {{0x3000, 64, "rk"}};
   return d;
 }

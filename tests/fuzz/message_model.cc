@@ -240,7 +240,7 @@ Message rkey(const RkeyFields& k) {
 Message descriptor(Rng& rng) {
   Message m{Shape::kDescriptor, {}};
   auto& f = m.fields;
-  f.push_back(u32(3));
+  f.push_back(u32(4));
   f.push_back(str("host-" + std::to_string(pick(rng, 100))));
   f.push_back(i64(static_cast<int64_t>(1000 + pick(rng, 30000))));
   f.push_back(str(random_string(rng, 16 + pick(rng, 48))));  // worker address
@@ -251,7 +251,7 @@ Message descriptor(Rng& rng) {
   f.push_back(count(n));
   for (uint64_t i = 0; i < n; ++i) {
     f.push_back(str("t" + std::to_string(i)));
-    region(f, 0x7f2000000000 + i * 4096, 1 + pick(rng, 1 << 20), random_string(rng, pick(rng, 40)));
+    f.push_back(u64(1 + pick(rng, 1 << 20)));
   }
   f.push_back(u64(2u << 20));
   f.push_back(u32(pick(rng, 2)));

@@ -58,7 +58,7 @@ Message not_leader(const registry::NotLeader& n);
 Message snapshot(const sched::Snapshot& s);
 // A consistent snapshot (indices in range, shards and states valid) of a few models.
 sched::Snapshot random_snapshot(Rng& rng);
-Message descriptor(Rng& rng);  // a plausible client descriptor (version 3) with a few tensors
+Message descriptor(Rng& rng);  // a plausible client descriptor (version 4) with a few tensors
 
 // The transport's own codecs, field by field as src/transport/wire_format.cc writes them:
 // a worker address ("THW3"; "THW2" without the datacenter label; the older "THW1" without the

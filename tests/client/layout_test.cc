@@ -102,6 +102,18 @@ TEST(DescriptorTest, RoundTripAndMalformedInput) {
   EXPECT_EQ(e.tensors[0].name, "w");
   EXPECT_EQ(e.tensors[0].bytes, 64u);
   EXPECT_EQ(e.tensors[1].name, "empty");
+  // A descriptor of another version (every process of a job must run one library version):
+  // refused, naming both versions.
+  std::string v3 = s;
+  v3[0] = 3;
+  try {
+    (void)decode_descriptor(v3);
+    ADD_FAILURE() << "accepted a descriptor of version 3";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), Code::kTransport);
+    EXPECT_NE(std::string(err.what()).find("descriptor version 3, this library reads version 4"), std::string::npos)
+        << err.what();
+  }
   EXPECT_EQ(e.hashes.rkey, "hk");
   for (size_t n = 0; n < s.size(); n += 3) {
     try {

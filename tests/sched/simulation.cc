@@ -264,6 +264,7 @@ void World::act(const Action& action) {
     // Only the first answer is a decision; a retry gets the cached reply, which must not
     // be checked again against a world that has moved on.
     o->second.decided = true;
+    sit->second.waiting.erase(rep.req);
     o->second.status = rep.status;
     on_decided(rep.client, o->second, rep);
   }

@@ -63,7 +63,10 @@ void World::sweep_host_copies() {
 void World::mark_delivered(ClientId c, RequestId req) {
   auto ss = sessions_.find(c);
   if (ss == sessions_.end()) return;
-  if (auto it = ss->second.out.find(req); it != ss->second.out.end()) it->second.delivered = true;
+  if (auto it = ss->second.out.find(req); it != ss->second.out.end()) {
+    it->second.delivered = true;
+    if (!it->second.decided) ss->second.waiting.insert(req);
+  }
 }
 
 std::set<MemberId> World::members_of(ClientId c) const {
@@ -171,15 +174,16 @@ void World::check_no_idle_wait() {
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
     if (a.n < 2) continue;
-    for (const auto& [req, out] : ss.out)
-      if (out.delivered && !out.decided && out.op == Op::kReplicate && std::get<Replicate>(out.ev).newer_than >= 0)
-        updating.insert(a.name);
+    for (RequestId req : ss.waiting) {
+      const Out& out = ss.out.at(req);
+      if (out.op == Op::kReplicate && std::get<Replicate>(out.ev).newer_than >= 0) updating.insert(a.name);
+    }
   }
   for (const auto& [cid, ss] : sessions_) {
     const Actor& a = actor_of(ss);
     if (!a.alive || a.conn.cid != cid || updating.count(a.name)) continue;
-    for (const auto& [req, out] : ss.out) {
-      if (!out.delivered || out.decided) continue;
+    for (RequestId req : ss.waiting) {
+      const Out& out = ss.out.at(req);
       Version v = -1;
       bool whole_replica = false;
       if (out.op == Op::kReplicate) {

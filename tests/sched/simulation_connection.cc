@@ -124,6 +124,7 @@ void World::send(int i, int s, const client::SendRequest& a) {
     o.op = op_of(ev);
     o.ev = ev;
     o.round = actor.round;
+    ss->second.waiting.erase(q);
     ss->second.out[q] = std::move(o);
   }
   transmit(i, c.serial, ev);

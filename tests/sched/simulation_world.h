@@ -71,6 +71,10 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
   int actor = -1;
   std::vector<ShardView> sh;
   std::map<RequestId, Out> out;
+  // The requests of `out` delivered and not yet decided: what check_no_idle_wait looks at
+  // after every event (`out` keeps every request of the session: walking it was 40 % of a
+  // simulation's time).
+  std::set<RequestId> waiting;
   // A multi-shard replica sent a Replicate for an operation that began before this session
   // (asked again after a failover, or resuming there) while another shard had its answer
   // from the registry before: this registry cannot know that answer (a round's answer lost

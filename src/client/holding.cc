@@ -181,7 +181,7 @@ std::string Holding::where(uint64_t off) const {
 
 std::string Holding::descriptor(const std::string& worker_address, uint32_t fill_epoch) const {
   if (desc_bytes_.empty() || desc_address_ != worker_address || desc_tensors_ != table.tensors().size()) {
-    desc_bytes_ = encode_all(worker_address, fill_epoch, &desc_at_);
+    desc_bytes_ = encode_all(worker_address, &desc_at_);
     desc_address_ = worker_address;
     desc_tensors_ = table.tensors().size();
   }
@@ -190,20 +190,18 @@ std::string Holding::descriptor(const std::string& worker_address, uint32_t fill
   return bytes;
 }
 
-std::string Holding::encode_all(const std::string& worker_address, uint32_t fill_epoch, DescriptorPatch* at) const {
+std::string Holding::encode_all(const std::string& worker_address, DescriptorPatch* at) const {
   Descriptor d;
   d.host = host_identity();
   d.pid = static_cast<int64_t>(::getpid());
   d.worker_address = worker_address;
   d.compaction_threshold = plan.threshold();
-  d.staged = staged_;
   for (size_t i = 0; i < stream.segments().size(); ++i) {
     // The segment's own address: a region allocated through the context may hold more.
     const Segment& sg = stream.segments()[i];
     d.segments.push_back({reinterpret_cast<uint64_t>(sg.addr), sg.bytes, regions[i]->packed_rkey()});
   }
   d.counter = {counter_region_->address(), sizeof(uint64_t), counter_region_->packed_rkey()};
-  d.epoch = fill_epoch;
   d.hashes = {hash_region_->address(), hash_region_bytes(), hash_region_->packed_rkey()};
   return encode_descriptor(d, table, at);
 }

@@ -116,8 +116,9 @@ class Holding {
 
  private:
   [[nodiscard]] char* buffer_at(uint64_t stream_off) const;
-  // The whole descriptor, encoded; `at` tells where its epoch and staged flag are.
-  [[nodiscard]] std::string encode_all(const std::string& worker_address, uint32_t epoch, DescriptorPatch* at) const;
+  // The whole descriptor, encoded; `at` tells where its epoch and staged flag are (patched in
+  // by descriptor()).
+  [[nodiscard]] std::string encode_all(const std::string& worker_address, DescriptorPatch* at) const;
 
   bool staged_ = false;  // descriptor flag: the counter leads while the publisher stages
   uint32_t epoch_ = 0;   // the fill the buffers hold or are being filled with (0: none)

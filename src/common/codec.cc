@@ -29,10 +29,12 @@ Writer& Writer::str(std::string_view s) {
   u32(static_cast<uint32_t>(s.size()));
   return raw(s.data(), s.size());
 }
-void Writer::patch_u32(size_t at, uint32_t v) {
-  if (at + 4 > buf_.size()) throw CodecError("patch out of range");
-  for (size_t i = 0; i < 4; ++i) buf_[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+void patch_u32(std::string& buf, size_t at, uint32_t v) {
+  if (at + 4 > buf.size()) throw CodecError("patch out of range");
+  for (size_t i = 0; i < 4; ++i) buf[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
+
+void Writer::patch_u32(size_t at, uint32_t v) { thub::patch_u32(buf_, at, v); }
 
 const char* Reader::take(size_t n) {
   if (n > remaining()) {

@@ -15,6 +15,10 @@ class CodecError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Overwrites the 4 bytes at `at` of an encoding with `v` (little-endian, as Writer::u32 puts
+// it); CodecError when they are not all inside it.
+void patch_u32(std::string& buf, size_t at, uint32_t v);
+
 class Writer {
  public:
   Writer() = default;

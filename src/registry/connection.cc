@@ -38,6 +38,9 @@ constexpr size_t kWriteSlice = 256u << 10;
 constexpr int kRetryGoneMs = 1000;
 // Send buffers kept from frame to frame up to this size (a larger one is given back after use).
 constexpr size_t kKeepBufferBytes = 4u << 20;
+void give_back_if_large(std::string& b) {
+  if (b.capacity() > kKeepBufferBytes) std::string().swap(b);
+}
 }  // namespace
 
 struct Connection::Impl {
@@ -104,9 +107,7 @@ void Connection::Impl::send_frame(MsgType t, uint64_t req, const std::string& pa
   // memory fresh at each frame costs a page fault per 4 KiB (more than the copy).
   struct Keep {
     std::string& b;
-    ~Keep() {
-      if (b.capacity() > kKeepBufferBytes) std::string().swap(b);
-    }
+    ~Keep() { give_back_if_large(b); }
   } keep{tx_frame};
   std::string& f = tx_frame;
   encode_frame(t, req, payload, &f);
@@ -648,7 +649,7 @@ void Connection::send(const sched::Event& ev, int64_t timeout_ms, std::function<
   thread_local std::string payload;
   encode_event(ev, &payload);
   impl_->start(type_of(ev), payload, timeout_ms, std::move(done), for_generation);
-  if (payload.capacity() > kKeepBufferBytes) std::string().swap(payload);
+  give_back_if_large(payload);
 }
 
 namespace {

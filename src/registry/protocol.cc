@@ -8,12 +8,11 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
-
-#include "src/registry/auth.h"  // kMacBytes
 #include <type_traits>
 #include <variant>
 
 #include "src/common/codec.h"
+#include "src/registry/auth.h"  // kMacBytes
 #include "src/registry/wire_schema.h"
 
 namespace thub::registry {
@@ -299,13 +298,9 @@ void encode_event(const Event& ev, std::string* out) {
 }
 
 std::string encode_event(const Event& ev) {
-  return std::visit(
-      [](const auto& e) -> std::string {
-        using T = std::decay_t<decltype(e)>;
-        if constexpr (kIndexOf<T> >= 0) return wire::encode(entry<T>(), e);
-        else throw CodecError("this event is not a client request");
-      },
-      ev);
+  std::string out;
+  encode_event(ev, &out);
+  return out;
 }
 
 void check_limits(const Event& ev) {

@@ -221,15 +221,15 @@ constexpr Message<P, F...> checked_message(Traits t, void (*check)(const P&), F.
 }
 
 template <class M>
-std::string encode(const M& m, const typename M::Payload& p) {
-  Writer w;
+void encode_into(Writer& w, const M& m, const typename M::Payload& p) {
   put_fields(w, m.fields, p);
-  return w.take();
 }
 
 template <class M>
-void encode_into(Writer& w, const M& m, const typename M::Payload& p) {
-  put_fields(w, m.fields, p);
+std::string encode(const M& m, const typename M::Payload& p) {
+  Writer w;
+  encode_into(w, m, p);
+  return w.take();
 }
 
 // Decodes into `p` (whose members that are not on the wire, such as the client id, the

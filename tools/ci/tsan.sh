@@ -27,7 +27,8 @@ if [[ ${THUB_TSAN_MULTIPROC:-0} == 1 ]]; then
 fi
 
 # Line tables (-g1) are all the reports need (function, file and line per frame).
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=thread \
+# The tests compile in batches (THUB_UNITY_BUILD, as in the other CI trees).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHUB_WERROR=ON -DTHUB_SANITIZE=thread -DTHUB_UNITY_BUILD=ON \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" > /dev/null
 cmake --build "$build" -j "${THUB_TSAN_JOBS:-$(nproc)}" --target "${tests[@]##*/}"
 # THUB_TSAN_BUILD_ONLY=1: build, run nothing (tools/ci/test.sh builds beside another phase).

@@ -78,7 +78,7 @@ struct Connection::Impl {
 
   void connect_any(size_t last);  // last: the address just lost (tried last), or n
   void probe_loop();               // on a backup: is an earlier address answering again?
-  void send_frame(MsgType t, uint64_t req, const std::string& payload);
+  void send_frame(MsgType t, uint64_t req, const std::string& payload);  // write_mu held
   bool send_heartbeat(int64_t deadline_ms);
   void read_loop();
   bool serve();  // false when the connection is lost
@@ -102,7 +102,6 @@ struct Connection::Impl {
 };
 
 void Connection::Impl::send_frame(MsgType t, uint64_t req, const std::string& payload) {
-  std::lock_guard<std::mutex> lk(write_mu);
   // Framed in a buffer kept from frame to frame: a publish of 8,192 tensors sends ~300 KB, and
   // memory fresh at each frame costs a page fault per 4 KiB (more than the copy).
   struct Keep {
@@ -603,17 +602,25 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
   // transfer) wait as long as the registry is alive; the others get request_timeout_ms.
   if (timeout_ms == 0 && !may_defer(type)) timeout_ms = opts.request_timeout_ms;
   uint64_t req = next_req++;
+  // The check and the write under write_mu: the reader replaces the socket only under it, and
+  // only once the state says kReconnecting (read_loop, connect_any). So a request checked
+  // against generation g goes out on g's socket (or fails there); never on the next registry's,
+  // where its member ids are another session's and its answer would be taken as g's (a request
+  // held up here across a whole reconnection did that: its pending entry was made after the
+  // loss had failed the others, and lived on).
+  std::unique_lock<std::mutex> wl(write_mu);
   {
     std::unique_lock<std::mutex> lk(mu);
+    std::string why;
     if (state != State::kConnected || stop) {
-      std::string why = "not connected to a registry (last: " + address + (lost_why.empty() ? "" : ", " + lost_why) + ")";
-      lk.unlock();
-      return done(RequestResult{Code::kRegistry, {}, why});
+      why = "not connected to a registry (last: " + address + (lost_why.empty() ? "" : ", " + lost_why) + ")";
+    } else if (for_generation != Connection::kAnyGeneration && for_generation != generation) {
+      why = "meant for an earlier registry (generation " + std::to_string(for_generation) + "; " + address +
+            " answers now as generation " + std::to_string(generation) + ")";
     }
-    if (for_generation != Connection::kAnyGeneration && for_generation != generation) {
-      std::string why = "meant for an earlier registry (generation " + std::to_string(for_generation) + "; " +
-                        address + " answers now as generation " + std::to_string(generation) + ")";
+    if (!why.empty()) {
       lk.unlock();
+      wl.unlock();
       return done(RequestResult{Code::kRegistry, {}, why});
     }
     Pending& p = pending[req];
@@ -624,7 +631,9 @@ void Connection::Impl::start(MsgType type, const std::string& payload, int64_t t
   }
   try {
     send_frame(type, req, payload);
+    wl.unlock();
   } catch (const Error& e) {
+    wl.unlock();
     Pending p;
     {
       std::lock_guard<std::mutex> lk(mu);

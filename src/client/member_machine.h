@@ -122,6 +122,11 @@ struct CompleteOp { uint64_t op; Code code; int64_t version; std::string detail;
 using MachineAction = std::variant<SendRequest, PrepareHolding, PrepareFill, InvalidateHolding, BeginFill, BeginTransfer,
                                    MakeHostCopy, DropHostCopy, CompleteOp>;
 
+// One line describing an event or an action (member_machine_trace.cc): THUB_DEBUG_MACHINE=1
+// logs every step of every member machine of the process to stderr with them.
+[[nodiscard]] std::string describe(const MachineEvent& ev);
+[[nodiscard]] std::string describe(const MachineAction& a);
+
 // What the context's engine hands registry events (orders, connection changes) to.
 struct RegistryListener {
   virtual ~RegistryListener() = default;

@@ -116,7 +116,21 @@ std::shared_ptr<Request> Model::Core::submit(Request::Kind kind, std::function<M
   return req;
 }
 
-void Model::Core::feed(MachineEvent ev) { execute(machine.step(std::move(ev))); }
+void Model::Core::feed(MachineEvent ev) {
+  // THUB_DEBUG_MACHINE=1: every step of the machine, as it happens (read once per process).
+  static const bool trace = [] {
+    const char* e = std::getenv("THUB_DEBUG_MACHINE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  if (!trace) return execute(machine.step(std::move(ev)));
+  const MemberIdentity& id = machine.identity();
+  std::string line = "thub machine " + id.model + "/" + id.replica + "/" + std::to_string(id.shard) + " [" +
+                     std::to_string(now_us()) + " us]: " + describe(ev);
+  std::vector<MachineAction> actions = machine.step(std::move(ev));
+  for (const MachineAction& a : actions) line += "\n    -> " + describe(a);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  execute(std::move(actions));
+}
 
 void Model::Core::execute(std::vector<MachineAction> actions) {
   for (const auto& a : actions) std::visit([this](const auto& x) { act(x); }, a);

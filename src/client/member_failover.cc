@@ -95,6 +95,22 @@ void MemberMachine::lost_op_request(Code code, const std::string& detail, bool b
 void MemberMachine::on(const RegistryLost&) { up_ = false; }
 
 void MemberMachine::on(const RegistryBack& e) {
+  if (e.generation != generation_) {
+    // Requests to an earlier registry are never answered. The connection fails them, but its
+    // failure may come after this: a request refused at its send (the reconnection's events
+    // were already queued on the engine) is answered after them. A TRANSFER_DONE sent so,
+    // whose NoReply came after the re-open, made that re-open re-publish the round's version
+    // (the machine counted itself a holder), and the round's resume after it was refused:
+    // the shards of the round disagreed (ShardRoundsFailoverS2Np4). They are taken as lost
+    // here first, as the registry is (RegistryLost), so that the re-open reports and
+    // re-publishes what the machine holds after them.
+    up_ = false;
+    std::vector<uint64_t> old;
+    for (const auto& [req, p] : pending_)
+      if (p.generation != e.generation) old.push_back(req);
+    for (uint64_t req : old)
+      on(RegistryNoReply{req, Code::kRegistry, "lost with the registry of generation " + std::to_string(generation_)});
+  }
   up_ = true;
   gone_ = false;
   if (e.generation == generation_ && member_ != 0) return;

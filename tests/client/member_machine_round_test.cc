@@ -320,6 +320,52 @@ TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
   EXPECT_EQ(completed()->version, 5);
 }
 
+// The same when the TRANSFER_DONE is refused at its send (the connection had failed over
+// already) and that refusal reaches the machine after the reconnection's events: the engine
+// runs events in the order they were posted, and the connection posted RegistryLost and
+// RegistryBack before the refusal of a request sent meanwhile. The machine counted itself a
+// holder of v4 at the re-open, which re-published v4 and then asked its round's resume as a
+// holder (refused: "member is holding version 4"), while its sibling committed the round
+// (ShardRoundsFailoverS2Np4 under load, 1 run in ~100). Requests to an earlier registry are
+// lost at RegistryBack now, before the re-open.
+TEST_F(MemberMachineTest, CommitRefusedAfterTheFailoverWasSeenResumesTheRound) {
+  uint64_t op = 0;
+  uint64_t transfer = granted_in_round(1, &op);
+  clear();
+  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+  auto done = sent<sched::TransferDone>();
+  ASSERT_TRUE(done);
+  clear();
+  step(RegistryLost{});
+  step(RegistryBack{1});
+  auto reopen = sent<sched::Open>();
+  ASSERT_TRUE(reopen);
+  EXPECT_EQ(reopen->second.round, 1u);
+  EXPECT_TRUE(reopen->second.round_open) << "its commit was lost: the round is still open here";
+  EXPECT_EQ(reopen->second.round_version, 4);
+  EXPECT_EQ(m.held(), -1) << "not a holder before its round commits";
+  // The connection's refusal of the TRANSFER_DONE comes now: nothing is asked twice.
+  step(RegistryNoReply{done->first, Code::kRegistry, "meant for an earlier registry"});
+  ok(reopen->first, 2);
+  EXPECT_FALSE(sent<sched::Publish>()) << "version 4 is not re-published before its round commits";
+  auto resume = sent<sched::Replicate>();
+  ASSERT_TRUE(resume);
+  EXPECT_EQ(resume->second.spec, 4);
+  EXPECT_EQ(resume->second.round, 1u);
+  EXPECT_TRUE(resume->second.whole);
+  size_t opens = 0;
+  for (const auto& a : out)
+    if (auto* s = std::get_if<SendRequest>(&a)) opens += std::holds_alternative<sched::Open>(s->event);
+  EXPECT_EQ(opens, 1u);
+  clear();
+  sched::Reply commit{};
+  commit.version = 4;
+  reply(resume->first, commit);
+  ASSERT_TRUE(completed());
+  EXPECT_EQ(completed()->code, Code::kSuccess);
+  EXPECT_EQ(completed()->version, 4);
+}
+
 // The same when the transfer ends after the registry that granted it is gone: the round is
 // resumed at the next one from its end, saying it holds the version whole (Replicate::whole:
 // the registry counts it as a holder without a source, so a round whose version has no

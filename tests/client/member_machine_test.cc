@@ -113,17 +113,21 @@ TEST_F(MemberMachineTest, ReplicateAskedAgainAfterFailoverPromisesANewFill) {
 // Seed 2297: a model handle opened while the connection was reconnecting sent its OPEN,
 // which the connection refused (not connected); RegistryBack came before that refusal was
 // seen, so the open then waited for another RegistryBack that never came. A request of an
-// older connection than the one up is asked again at once.
+// older connection than the one up is asked again at once: at RegistryBack, which takes
+// every request to an earlier registry as lost; its refusal, seen after, changes nothing.
 TEST_F(MemberMachineTest, RequestRefusedBeforeRegistryBackIsAskedAgainAtOnce) {
   clear();
   step(OpOpen{1});
   auto first = sent<sched::Open>();
   ASSERT_TRUE(first);
-  step(RegistryBack{2});
   clear();
-  step(RegistryNoReply{first->first, Code::kRegistry, "not connected to a registry"});
+  step(RegistryBack{2});
   auto again = sent<sched::Open>();
   ASSERT_TRUE(again) << "the open waits for a registry that is already back";
+  EXPECT_NE(again->first, first->first);
+  clear();
+  step(RegistryNoReply{first->first, Code::kRegistry, "not connected to a registry"});
+  EXPECT_TRUE(out.empty()) << "the refusal of a request already taken as lost asks nothing again";
   ok(again->first, 3);
   ASSERT_TRUE(completed());
   EXPECT_EQ(completed()->code, Code::kSuccess);
@@ -422,6 +426,24 @@ TEST_F(MemberMachineTest, TransferDoneHasNoDeadline) {
       EXPECT_FALSE(r->deadline);
     }
   }
+}
+
+// THUB_DEBUG_MACHINE's lines (member_machine_trace.cc) carry what a report needs: the request
+// with its member, version, round and generation; the answer with its status and detail.
+TEST_F(MemberMachineTest, TraceLinesNameWhatWasDecided) {
+  sched::Replicate r{0, 0, 3, 97, -1, 7, "d", 101, true};
+  EXPECT_EQ(describe(MachineAction{SendRequest{175, r, 1}}),
+            "send req 175 (generation 1): REPLICATE member 3 spec 97 newer_than -1 round 101 whole");
+  sched::Reply refused{};
+  refused.status = sched::Status::kState;
+  refused.detail = "member is holding version 97";
+  EXPECT_EQ(describe(MachineEvent{RegistryReply{175, refused}}),
+            "reply to req 175: status -2 v-1 lease 0 member 0 (member is holding version 97)");
+  EXPECT_EQ(describe(MachineEvent{RegistryBack{2}}), "registry back, generation 2");
+  EXPECT_EQ(describe(MachineAction{CompleteOp{9, Code::kSuccess, 4, ""}}), "complete op 9: code 0 holding v4");
+  // Every event and action has a line (a new alternative without one does not compile).
+  for (const MachineEvent& e : {MachineEvent{RegistryLost{}}, MachineEvent{TransferEnded{2, Code::kTransport, true, 64, "gone"}}})
+    EXPECT_FALSE(describe(e).empty());
 }
 
 }  // namespace

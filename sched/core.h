@@ -133,6 +133,10 @@ struct Transaction {
   std::map<int, HeldDone> done;         // shards whose TransferDone waits for the commit
   std::set<int> returning;              // told the round moved: they ask it again (no commit
                                         // without them, whatever hold_until says)
+  // Shards a grant of this round overwrote (what they held before is gone): when the round
+  // fails, a shard whose update in place still holds its old version gives it up too, so
+  // that the replica's shards hold the same after the round (fail_replicate, Reply::released).
+  std::set<int> overwritten;
   // Where its outcome comes from: a request here, or a shard's report of an earlier
   // registry's (still in the round, or done with it: an answer its user has seen, which no
   // other report overrides; take_round_report()).
@@ -404,6 +408,7 @@ class Core {
   // none is in the round's transfer; forgets the round once nothing more is owed.
   void settle(Replica& r, uint64_t round);
   Transaction* round_of(const Member& m);   // m's committing round, if any
+  bool round_overwritten(const Member& m, uint64_t round);  // update.cc
   // A shard of a committing round cannot get the round's version: the round moves to the
   // newest version (a relative spec, VERSION_LOST) or fails on every shard. `p`: m's request
   // that is answered here (nullptr: m's TransferDone or SourceFailed, answered by the caller

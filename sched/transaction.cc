@@ -574,6 +574,9 @@ void Core::grant(const Pending& p, Member& m, Version v, const SourcePick& pick)
   m.buf = Buf::kReceiving;
   m.version = v;
   m.own_lease = l.id;
+  // What it held is gone: if the round fails, its siblings give theirs up too (fail_replicate).
+  if (p.round > 0 && m.num_shards > 1 && m.rep)
+    if (Transaction* t = transaction(*m.rep, p.round)) t->overwritten.insert(m.shard);
   if (p.kind != Pending::Kind::kRegrant) {  // a regrant resumes from what SourceFailed reported
     m.bytes_reported = 0;
     m.reported_at = now_;

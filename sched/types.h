@@ -224,6 +224,10 @@ struct Reply {        // the answer to request `req` of `client`
   MemberId source = 0;        // Replicate: which member to read
   std::string source_descriptor;
   bool source_partial = false;  // the source is still receiving: read its progress counter
+  // An error to an update in place of a round of several shards: the registry counts this
+  // member as holding nothing any more (not "still holding h"): a sibling's grant in the
+  // round overwrote its own h, so the shards give h up alike (protocol 10).
+  bool released = false;
 };
 struct Offload {      // retention: before its unpublish completes, `member` must copy
   ClientId client;    // `version` to host memory and keep serving it (answer: OffloadDone)

@@ -18,6 +18,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
   Version v = -1;
   Status st = Status::kOk;
   std::string detail;
+  bool release = false;
   enter_round(m, e.round);
   if (Transaction* tp = transaction(r, e.round)) {
     // The replica's shards share one answer: the first shard's version (or error).
@@ -30,7 +31,11 @@ void Core::begin_update(const Replicate& e, Member& m) {
     v = t.version;
     // In the round's transfer from its drain on; its reserved source stays kept for it.
     const bool commit = t.commit && !t.committed && st == Status::kOk && v > e.newer_than;
-    if (commit) {
+    // The round failed after a grant of it overwrote a sibling's holding: this shard gives h
+    // up too (drained, then answered with the round's error, released: fail_replicate), so
+    // that the shards hold the same after the round. In the round until then.
+    release = t.commit && st != Status::kOk && round_overwritten(m, e.round);
+    if (commit || release) {
       t.active.insert(m.shard);
       m.round = e.round;
     }
@@ -106,7 +111,7 @@ void Core::begin_update(const Replicate& e, Member& m) {
     st = Status::kNotUpdated;
     detail = "nothing newer than " + std::to_string(e.newer_than);
   }
-  if (st != Status::kOk) return reply_err(e.client, e.req, st, detail);  // h stays served
+  if (st != Status::kOk && !release) return reply_err(e.client, e.req, st, detail);  // h stays served
   // Hide h now; its readers finish; retention may first want a host copy of h.
   const Version held = m.version;  // before the drain: an unread member is emptied at once
   store(e.client, m.descriptor, e.descriptor);
@@ -135,12 +140,22 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.newer_than = e.newer_than;
   p.in_place = true;
   p.asked = e.spec;
-  p.restorable = !judged;
+  p.restorable = !judged && !release;
   p.held = held;
   p.round = e.round;
   p.seed_only = e.seed_only;
   if (e.seed_only) m.seeding = v;  // its datacenter waits for it from now (will_hold)
   defer(p);  // granted by wake() once the buffers are empty
+}
+
+// Whether a grant of round `round` of m's replica overwrote a shard other than m's.
+bool Core::round_overwritten(const Member& m, uint64_t round) {
+  if (round == 0 || m.num_shards < 2 || !m.rep) return false;
+  const Transaction* t = transaction(*m.rep, round);
+  if (!t) return false;
+  for (int s : t->overwritten)
+    if (s != m.shard) return true;
+  return false;
 }
 
 // After the drain: the version was fixed for the whole replica when the update began; the
@@ -220,6 +235,17 @@ std::optional<std::pair<Version, SourcePick>> Core::newer_inside(const Pending& 
 // h drained gets h back (its buffers were never overwritten), so that an error always means
 // "still holding h", unless a reader reported h broken meanwhile.
 void Core::fail_replicate(const Pending& p, Member& m, Status s, std::string detail) {
+  if (p.in_place && m.buf == Buf::kEmpty && round_overwritten(m, p.round)) {
+    // A shard of its round gave h up for the round's version (a grant overwrote it), which is
+    // lost now: h is not served again here either, so that the replica's shards hold the
+    // same after the round (nothing), and the next round asks the same of every shard.
+    Reply r = make_reply(p.client, p.req);
+    r.status = s;
+    r.detail = std::move(detail) + "; holding nothing: a shard of round " + std::to_string(p.round) +
+               " gave its version up for it";
+    r.released = true;
+    return reply(std::move(r));
+  }
   if (p.in_place && p.restorable && m.buf == Buf::kEmpty) {
     unindex(m);
     m.buf = Buf::kHolding;

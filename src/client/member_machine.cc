@@ -343,6 +343,15 @@ void MemberMachine::on_op_reply(const sched::Reply& r) {
     case Kind::kReplicate:
       switch (op.stage) {
         case Stage::kAsked:
+          if (!ok && r.released && phase_ == Phase::kHolding) {
+            // Its round failed after a sibling's buffers were overwritten for it: the registry
+            // no longer counts this shard as holding its version, and it gives it up alike,
+            // so that the shards hold the same after the round (sched/update.cc).
+            out_.emplace_back(InvalidateHolding{});
+            phase_ = Phase::kIdle;
+            version_ = -1;
+            needs_publish_ = false;
+          }
           if (r.status == sched::Status::kNotUpdated) {
             // An update that lost its version during the transfer holds nothing any more:
             // nothing newer than what it gave up is left, so the loss is its answer.

@@ -72,7 +72,7 @@ std::string describe(const MachineEvent& ev) {
           [](const RegistryReply& e) {
             const sched::Reply& r = e.reply;
             return "reply to req " + unum(e.req) + ": status " + num(static_cast<int>(r.status)) + " v" +
-                   num(r.version) + " lease " + unum(r.lease) + " member " + unum(r.member) +
+                   num(r.version) + " lease " + unum(r.lease) + " member " + unum(r.member) + (r.released ? " released" : "") +
                    (r.detail.empty() ? "" : " (" + r.detail + ")");
           },
           [](const RegistryNoReply& e) {

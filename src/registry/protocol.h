@@ -28,7 +28,9 @@ constexpr uint32_t kMagic = 0x42554854;  // "THUB" little-endian
 // 7: OPEN carries the shard's round report (a re-open after a failover: its latest round, whether
 // it is still in it, the answer it had), CANCEL a status beside its version, REPLICATE a `whole` flag (a resume of a version the shard
 // already holds whole): a round has one outcome on every shard across a failover (docs/sched.md).
-constexpr uint16_t kProtocolVersion = 9;
+// 8: REPLICATE's seed_only; 9: TRANSFER_PROGRESS's path (docs/protocol.md).
+// 10: REPLY's `released`: a failed update in place of a round no longer holds its version.
+constexpr uint16_t kProtocolVersion = 10;
 constexpr size_t kHeaderBytes = 20;
 constexpr uint32_t kMaxPayload = 64u << 20;
 

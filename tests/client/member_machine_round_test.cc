@@ -14,6 +14,36 @@ TEST_F(MemberMachineTest, ShardOfALargerReplicaEndsWithTheLoss) {
   replicate_refused_lost(-1);
 }
 
+// An update in place of a round whose sibling's buffers a grant overwrote, refused after its
+// own drain (the round's version was lost): the registry says it holds nothing any more
+// (Reply::released), and the machine gives its version up alike, so that the shards of the
+// replica hold the same after the round (sched RoundTest.ShardRefusedAfterASiblingsGrant...).
+// Without the flag, the same refusal keeps what it held ("still holding").
+TEST_F(MemberMachineTest, UpdateOfARoundReleasedByTheRegistryHoldsNothing) {
+  for (bool released : {true, false}) {
+    m = MemberMachine{MemberIdentity{"m", "r", 1, 2, 0, false}};
+    open();
+    publish(3);
+    clear();
+    uint64_t op = next_op++;
+    step(OpReplicate{op, -1, true});
+    step(Prepared{op, 7, "fill-2", 2});
+    auto rep = sent<sched::Replicate>();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->second.newer_than, 3);
+    clear();
+    sched::Reply r = refusal(sched::Status::kVersionLost, "every holder of version 4 is gone");
+    r.released = released;
+    reply(rep->first, r);
+    ASSERT_TRUE(completed());
+    EXPECT_EQ(completed()->code, Code::kVersionLost);
+    EXPECT_EQ(completed()->version, released ? -1 : 3);
+    EXPECT_EQ(m.held(), released ? -1 : 3);
+    EXPECT_EQ(did<InvalidateHolding>(), released) << "the counter stops vouching for what it gave up";
+    EXPECT_FALSE(sent<sched::Replicate>()) << "a shard of a larger replica does not move alone";
+  }
+}
+
 // A shard of a larger replica whose round moved (issue 18: another shard lost the round's
 // version; the registry answers our TransferDone with VERSION_LOST and the new version): it
 // gives up what it holds, waits for the drain (UNPUBLISH), and asks the round again with the

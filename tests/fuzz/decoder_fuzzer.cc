@@ -76,6 +76,7 @@ sched::Reply random_reply(Rng& rng) {
   r.source = pick(rng, 50);
   r.source_descriptor = random_text(rng, 60);
   r.source_partial = chance(rng, 2);
+  r.released = chance(rng, 2);
   return r;
 }
 

@@ -73,6 +73,7 @@ TEST(FuzzTest, ModelMatchesTheCodec) {
   r.source = 4;
   r.source_descriptor = "s";
   r.source_partial = true;
+  r.released = true;
   EXPECT_EQ(serialize(reply(r)), registry::encode_reply(r));
   EXPECT_EQ(serialize(order(5, -6)), registry::encode_order(5, -6));
   for (int i = 0; i < 50; ++i) {

@@ -102,7 +102,7 @@ Message request(const sched::Event& ev) {
 Message reply(const sched::Reply& r) {
   return {Shape::kReply,
           {u32(static_cast<uint32_t>(static_cast<int32_t>(r.status))), str(r.detail), u64(r.member), i64(r.version),
-           u64(r.lease), u64(r.source), str(r.source_descriptor), boolean(r.source_partial)}};
+           u64(r.lease), u64(r.source), str(r.source_descriptor), boolean(r.source_partial), boolean(r.released)}};
 }
 
 Message order(uint64_t member, int64_t version) { return {Shape::kOrder, {u64(member), i64(version)}}; }

@@ -127,6 +127,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
   r.source = 10;
   r.source_descriptor = std::string("\0x\1", 3);
   r.source_partial = true;
+  r.released = true;
   add("reply", [r] { return encode_reply(r); });
   Reply longr = r;
   longr.detail = std::string(100, 'd');
@@ -284,7 +285,7 @@ std::vector<std::pair<std::string, std::string>> cases() {
 // REPLICATE's last field (bool seed_only).
 const std::vector<std::pair<std::string, std::string>> kGolden = {
     {"frame",
-     "54485542090005004d0000000000000003000000616263"},
+     "544855420a0005004d0000000000000003000000616263"},
     {"hello",
      "200000006e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e0400000064632d31"},
     {"challenge",
@@ -318,13 +319,13 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "04000000000000000500000000000000896745230100000006000000736f636b6574"},
     {"reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
-     "0101"},
+     "010101"},
     {"reply_cut",
      "f5ffffff280000006464646464640a2e2e2e20287472756e63617465643a2031303020627974657320696e20616c6c290300"
-     "000000000000080000000000000009000000000000000a000000000000000300000000780101"},
+     "000000000000080000000000000009000000000000000a00000000000000030000000078010101"},
     {"reply_cut_tiny",
      "f5ffffff050000000a2e2e2e200300000000000000080000000000000009000000000000000a000000000000000300000000"
-     "780101"},
+     "78010101"},
     {"order",
      "0300000000000000feffffffffffffff"},
     {"info",
@@ -350,7 +351,7 @@ const std::vector<std::pair<std::string, std::string>> kGolden = {
      "ffffffffffffffffffff"},
     {"decode_reply",
      "f5ffffff04000000676f6e650300000000000000080000000000000009000000000000000a00000000000000030000000078"
-     "0101"},
+     "010101"},
     {"decode_hello",
      "6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e7c64632d31"},
     {"decode_handshake",

@@ -323,6 +323,8 @@ void Core::take_round_report(Member& m, uint64_t round, bool open, Status status
   // the round does not commit without it, whatever its hold says (it is in its transfer).
   if (Transaction* rt = transaction(r, round); rt && rt->status == Status::kOk && rt->commit && !rt->joined.count(m.shard))
     rt->returning.insert(m.shard);
+  // Granted at the registry before: what it held is gone (fail_replicate, released).
+  if (Transaction* rt = transaction(r, round)) rt->overwritten.insert(m.shard);
 }
 
 void Core::start_transaction(Replica& r, Transaction t) {

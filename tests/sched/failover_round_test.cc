@@ -217,5 +217,25 @@ TEST(FailoverRoundTest, DuringTheGraceAJoinWaitsForItsHoldersOrMovesToANewerVers
   }
 }
 
+// Seeds 26040, 40817 of a longer soak (with timeouts): shard 0 re-opens reporting its round
+// open (granted v5 at the registry before: its old holding overwritten), shard 1 re-publishes
+// its v4 and updates in the round; v5 is lost before shard 1 reads it. Shard 1 gives v4 up
+// too (released), as when its sibling's grant was made here: before, it got v4 back and the
+// next round split (NOT_UPDATED on one shard, success on the other).
+TEST(FailoverRoundTest, ShardRefusedInARoundItsSiblingReportedOpenGivesItsVersionUp) {
+  Takeover s(Config{5'000'000, 1, false});
+  s.trainers(true, false);
+  MemberId r0 = s.reopen(0, 3, true, Status::kOk, 5);
+  MemberId r1 = s.reopen(1, 2, false, Status::kOk, 4);
+  ASSERT_EQ(s.h.publish(2, r1, 4), Status::kOk);
+  s.h.send(Disconnect{1});  // t goes: nobody holds v5 whole
+  auto a1 = s.h.reply_to(2, s.ask(r1, -1, 3, false, 4));
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->status, Status::kVersionLost) << a1->detail;
+  EXPECT_TRUE(a1->released) << a1->detail;
+  EXPECT_EQ(a1->detail.find("still holding"), std::string::npos) << a1->detail;
+  (void)r0;
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -181,8 +181,12 @@ void World::next_phase(int i) {
     }
     // (Holding nothing, or shards holding different versions after a failed round: the
     // machine asks a plain seed-only replicate, or its update in place, per shard.)
+    // Never canceled, as model.cc's seed buffer (it cancels only in Seed::stop, right before
+    // it closes the member): a shard's own cancel is its outcome alone, and the shards of a
+    // seed buffer, which no program steers, would go on from different holdings (seeds
+    // 29822, 38513 of a longer soak: NOT_UPDATED on one shard, success on its sibling).
     for (int s = 0; s < a.n; ++s)
-      start_op(i, s, OpRecord::Kind::kUpdate, -1, true, static_cast<Time>(r(20)) * kMs, !faultless_ && chance(30));
+      start_op(i, s, OpRecord::Kind::kUpdate, -1, true, static_cast<Time>(r(20)) * kMs, false);
     return;
   }
   if (!a.trainer && all_hold && chance(300)) {  // THUB_Update in place

@@ -64,6 +64,29 @@ class MemberMachineTest : public ::testing::Test {
     return r;
   }
 
+  // THUB_Update of the latest by a machine that holds `held`: its REPLICATE's request id
+  // (checked: it asks for something newer than `held`), the actions cleared after it.
+  uint64_t ask_update(int64_t held, uint64_t* op) {
+    *op = next_op++;
+    step(OpReplicate{*op, -1, true});
+    step(Prepared{*op, 7, "fill-2", 2});
+    auto rep = sent<sched::Replicate>();
+    EXPECT_TRUE(rep);
+    if (!rep) return 0;
+    EXPECT_EQ(rep->second.newer_than, held);
+    clear();
+    return rep->first;
+  }
+  // The transfer ends whole: the TRANSFER_DONE's request id (0: none sent), actions cleared.
+  uint64_t end_transfer(uint64_t transfer) {
+    clear();
+    step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
+    auto done = sent<sched::TransferDone>();
+    EXPECT_TRUE(done);
+    clear();
+    return done ? done->first : 0;
+  }
+
   // The transfer the machine began last since clear(), or 0.
   uint64_t began() const {
     uint64_t t = 0;

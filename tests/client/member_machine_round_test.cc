@@ -25,16 +25,11 @@ TEST_F(MemberMachineTest, UpdateOfARoundReleasedByTheRegistryHoldsNothing) {
     open();
     publish(3);
     clear();
-    uint64_t op = next_op++;
-    step(OpReplicate{op, -1, true});
-    step(Prepared{op, 7, "fill-2", 2});
-    auto rep = sent<sched::Replicate>();
-    ASSERT_TRUE(rep);
-    EXPECT_EQ(rep->second.newer_than, 3);
-    clear();
+    uint64_t op = 0;
+    const uint64_t req = ask_update(3, &op);
     sched::Reply r = refusal(sched::Status::kVersionLost, "every holder of version 4 is gone");
     r.released = released;
-    reply(rep->first, r);
+    reply(req, r);
     ASSERT_TRUE(completed());
     EXPECT_EQ(completed()->code, Code::kVersionLost);
     EXPECT_EQ(completed()->version, released ? -1 : 3);
@@ -303,14 +298,10 @@ TEST_F(MemberMachineTest, RoundThatEndedBeforeTheReopenWasAnsweredIsToldDone) {
 // the round moved to v5 (a sibling asked it afresh first), so it gives v4 up and asks again.
 TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
   uint64_t op = 0;
-  uint64_t transfer = granted_in_round(0, &op);
-  clear();
-  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
-  auto done = sent<sched::TransferDone>();
-  ASSERT_TRUE(done);
-  clear();
+  const uint64_t done = end_transfer(granted_in_round(0, &op));
+  ASSERT_NE(done, 0u);
   step(RegistryLost{});
-  step(RegistryNoReply{done->first, Code::kRegistry, "lost the connection"});
+  step(RegistryNoReply{done, Code::kRegistry, "lost the connection"});
   EXPECT_FALSE(completed()) << "the round's commit is unknown: no answer yet";
   step(RegistryBack{1});
   auto reopen = sent<sched::Open>();
@@ -341,7 +332,7 @@ TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
   EXPECT_EQ(ask->second.spec, -1);
   EXPECT_EQ(ask->second.round, 1u);
   reply(ask->first, grant(5, 3));
-  transfer = began();
+  uint64_t transfer = began();
   clear();
   step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
   ok(sent<sched::TransferDone>()->first);
@@ -360,12 +351,8 @@ TEST_F(MemberMachineTest, CommitLostWithTheRegistryIsAskedAgainAtTheNext) {
 // lost at RegistryBack now, before the re-open.
 TEST_F(MemberMachineTest, CommitRefusedAfterTheFailoverWasSeenResumesTheRound) {
   uint64_t op = 0;
-  uint64_t transfer = granted_in_round(1, &op);
-  clear();
-  step(TransferEnded{transfer, Code::kSuccess, false, 4096, ""});
-  auto done = sent<sched::TransferDone>();
-  ASSERT_TRUE(done);
-  clear();
+  const uint64_t done = end_transfer(granted_in_round(1, &op));
+  ASSERT_NE(done, 0u);
   step(RegistryLost{});
   step(RegistryBack{1});
   auto reopen = sent<sched::Open>();
@@ -375,7 +362,7 @@ TEST_F(MemberMachineTest, CommitRefusedAfterTheFailoverWasSeenResumesTheRound) {
   EXPECT_EQ(reopen->second.round_version, 4);
   EXPECT_EQ(m.held(), -1) << "not a holder before its round commits";
   // The connection's refusal of the TRANSFER_DONE comes now: nothing is asked twice.
-  step(RegistryNoReply{done->first, Code::kRegistry, "meant for an earlier registry"});
+  step(RegistryNoReply{done, Code::kRegistry, "meant for an earlier registry"});
   ok(reopen->first, 2);
   EXPECT_FALSE(sent<sched::Publish>()) << "version 4 is not re-published before its round commits";
   auto resume = sent<sched::Replicate>();

@@ -346,13 +346,8 @@ TEST_F(MemberMachineTest, UpdateLostDuringTheTransferEndsWithTheLossWhenNothingN
   open();
   publish(1);
   clear();
-  uint64_t op = next_op++;
-  step(OpReplicate{op, -1, true});
-  step(Prepared{op, 7, "fill-2", 2});
-  auto rep = sent<sched::Replicate>();
-  ASSERT_TRUE(rep);
-  EXPECT_EQ(rep->second.newer_than, 1);
-  uint64_t unpub = lose_during_transfer(rep->first, 2, 11);
+  uint64_t op = 0;
+  uint64_t unpub = lose_during_transfer(ask_update(1, &op), 2, 11);
   ok(unpub);
   ASSERT_TRUE(did<PrepareFill>());
   step(Prepared{op, 7, "fill-3", 3});

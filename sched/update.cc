@@ -144,7 +144,8 @@ void Core::begin_update(const Replicate& e, Member& m) {
   p.held = held;
   p.round = e.round;
   p.seed_only = e.seed_only;
-  if (e.seed_only) m.seeding = v;  // its datacenter waits for it from now (will_hold)
+  // Its datacenter waits for it from now (will_hold); not for the version of a failed round.
+  if (e.seed_only && !release) m.seeding = v;
   defer(p);  // granted by wake() once the buffers are empty
 }
 

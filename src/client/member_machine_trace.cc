@@ -1,6 +1,6 @@
 // One line per event and per action of a member machine (member_machine.h): what the client
 // decided and why, for a user's report of a failover or a round that went wrong
-// (THUB_DEBUG_MACHINE=1, docs/guide.md "Troubleshooting"). Plain text, no I/O here.
+// (THUB_DEBUG_MACHINE=1, docs/guide.md "Environment variables"). Plain text, no I/O here.
 #include <string>
 #include <type_traits>
 #include <variant>

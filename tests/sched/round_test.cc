@@ -473,12 +473,6 @@ TEST(RoundTest, AShardJudgedFailedWhileItsDoneWaitsFailsTheRound) {
   EXPECT_EQ(a1->status, Status::kTransport) << "one outcome on every shard: " << a1->detail;
 }
 
-}  // namespace
-}  // namespace thub::sched::testing
-
-namespace thub::sched::testing {
-namespace {
-
 // Replica r (2 shards) holds v1; replica u publishes v2. Round 2 of r updates in place: shard
 // 0 is granted v2 (its v1 overwritten), then u goes, and v2 with it. Seeds 14204, 13237 and
 // others of the soak with seed buffers (beyond the CI's seeds): the round failed on both
@@ -499,13 +493,10 @@ struct SplitRound {
     EXPECT_EQ(s.h.publish(5, s.u0, 2), Status::kOk);
     EXPECT_EQ(s.h.publish(5, s.u1, 2), Status::kOk);
   }
-  RequestId ask_later(MemberId m, Version spec, Version newer_than, uint64_t round) {
+  std::optional<Reply> ask(MemberId m, Version spec, Version newer_than, uint64_t round) {
     RequestId q = s.h.next_req();
     s.h.send(Replicate{2, q, m, spec, newer_than, 7, "d" + std::to_string(m), round});
-    return q;
-  }
-  std::optional<Reply> ask(MemberId m, Version spec, Version newer_than, uint64_t round) {
-    return s.h.reply_to(2, ask_later(m, spec, newer_than, round));
+    return s.h.reply_to(2, q);
   }
   // Whether member m is still a source of version v for a new reader of its shard.
   bool serves(MemberId m, Version v, int shard) {

@@ -166,13 +166,15 @@ def tables(rows):
     idles = [r for r in rows if r.get("bench") == "publish" and "idle_cpu_core_fraction" in r]
     if idles:
         out.append("#### CPU of a published source with no reader (target < 1% of a core)\n")
-        out.append("| layout | size | idle seconds | CPU, % of one core |")
-        out.append("|---|---:|---:|---:|")
+        out.append("| layout | size | idle seconds | CPU, % of one core | context switches / s |")
+        out.append("|---|---:|---:|---:|---:|")
         for r in idles:
             frac = r.get("idle_cpu_core_fraction")
             out.append(f"| {layout_text(r)} | {size_text(r['bytes'])} | {r.get('idle_s')} | "
-                       f"**{f(frac * 100 if frac is not None else None, '.3f')}%** |")
-        out.append("The process holds the embedded registry too (as a trainer usually does).\n")
+                       f"**{f(frac * 100 if frac is not None else None, '.3f')}%** | "
+                       f"{f(r.get('idle_switches_per_s'), '.1f')} |")
+        out.append("The process holds the embedded registry too (as a trainer usually does). Context switches "
+                   "= its threads' wake-ups (getrusage).\n")
 
     out.append("#### Issue 11's targets in this run\n")
     out.append("| metric | target | measured |")

@@ -255,6 +255,7 @@ class Core {
   std::vector<Action> step(const Event& ev, Time now);
   std::string describe() const;
   std::string check_invariants() const;
+  Time quiet_until() const;  // Registry::quiet_until()
   Snapshot snapshot(const SnapshotLimits& limits) const;  // snapshot.cc
 
   // ---- membership.cc
@@ -493,6 +494,10 @@ class Core {
     return cfg_.takeover_grace > 0 && first_open_ >= 0 && now_ < first_open_ + cfg_.takeover_grace;
   }
   bool expire_grace();  // true once, at the step where takeover_grace ends
+  // quiet_until() after the last step, and the first step whose deadlines broke it
+  // (check_invariants()).
+  Time promised_quiet_ = 0;
+  std::string broken_quiet_;
   std::vector<Action> out_;
   std::unordered_map<ClientId, Client> clients_;  // looked up only, never iterated
   std::set<std::pair<Time, ClientId>> deadlines_;  // (last_seen, client)

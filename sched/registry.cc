@@ -2,6 +2,7 @@
 // helpers shared by all concepts (replies, model lookup, describe, invariants).
 #include "sched/registry.h"
 
+#include <algorithm>
 #include <sstream>
 #include <type_traits>
 
@@ -20,6 +21,7 @@ Registry::Registry(Registry&&) noexcept = default;
 Registry& Registry::operator=(Registry&&) noexcept = default;
 std::vector<Action> Registry::step(const Event& ev, Time now) { return s_->core.step(ev, now); }
 std::string Registry::describe() const { return s_->core.describe(); }
+Time Registry::quiet_until() const { return s_->core.quiet_until(); }
 std::string Registry::check_invariants() const { return s_->core.check_invariants(); }
 Snapshot Registry::snapshot(const SnapshotLimits& limits) const { return s_->core.snapshot(limits); }
 
@@ -64,6 +66,9 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   expired = judge_silent() || expired;  // a confirmed failure may let a deferred request on
   expired = expire_holds() || expired;  // a round's hold on a drain ended
   expired = expire_grace() || expired;  // requests held for the takeover grace are answered
+  if (now_ < promised_quiet_ && (expired || !out_.empty()) && broken_quiet_.empty())
+    broken_quiet_ = "a deadline passed at " + std::to_string(now_) + ", before quiet_until() promised (" +
+                    std::to_string(promised_quiet_) + ")";
   std::visit(
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
@@ -110,7 +115,27 @@ std::vector<Action> Core::step(const Event& ev, Time now) {
   expired = recheck_drains() || expired;
   if (expired || !quiet_ || !suspects_.empty()) wake();
   while (recheck_drains()) wake();  // ... and one released by a deferred request's answer
+  promised_quiet_ = quiet_until();
   return std::move(out_);
+}
+
+// Each deadline as expire(), expire_holds() and expire_grace() test it, the earliest first.
+// What is retried at every step (deferred requests, held Opens and Replicates, reports
+// awaiting judgment) may be answered at any tick: then no sleep past now_.
+Time Core::quiet_until() const {
+  if (!pending_.empty() || !suspects_.empty() || !opening_.empty() || !assembling_.empty() ||
+      !drain_recheck_.empty())
+    return now_;
+  Time t = Registry::kNever;
+  auto earliest = [&t](Time d) { t = std::min(t, d); };
+  if (!deadlines_.empty()) earliest(deadlines_.begin()->first + cfg_.heartbeat_timeout + 1);
+  if (cfg_.lease_progress_timeout > 0 && !progress_.empty())
+    earliest(progress_.begin()->first + cfg_.lease_progress_timeout);
+  if (!orphans_.empty()) earliest(orphans_.begin()->first);
+  if (!round_ends_.empty()) earliest(std::get<0>(*round_ends_.begin()));
+  if (!hold_ends_.empty()) earliest(hold_ends_.begin()->first);
+  if (!grace_over_ && first_open_ >= 0 && cfg_.takeover_grace > 0) earliest(first_open_ + cfg_.takeover_grace);
+  return std::max(t, now_);
 }
 
 void Core::reply(Reply r) {
@@ -237,6 +262,7 @@ uint64_t Core::stored_by(const Member& m) {
 
 std::string Core::check_invariants() const {
   std::ostringstream err;
+  if (!broken_quiet_.empty()) err << broken_quiet_ << "\n";
   {
     std::unordered_map<ClientId, uint64_t> per_client;
     uint64_t all = 0;

@@ -20,6 +20,15 @@ inline double self_cpu_s() {
          1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+// Context switches of this process, all its threads: the voluntary ones (a thread that sleeps,
+// then wakes) and the others. Where a wake-up costs more than the work it wakes for (a VM
+// whose vCPU halts between them), an idle process's CPU follows these.
+inline long self_context_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 // CPU seconds another process has run so far: the sum over its threads of
 // /proc/PID/task/TID/schedstat's first field (nanoseconds; /proc/PID/stat counts 10 ms
 // ticks, too coarse for a window of a few hundred ms). Negative when the process is gone.

@@ -156,17 +156,20 @@ void measure(const Options& o, const std::string& spec, FILE* json) {
       check(THUB_Unpublish(m), ctx, "THUB_Unpublish");
       unpub.push_back(since(t0));
     }
-    double idle = -1;
+    double idle = -1, idle_wakeups = -1;
     if (o.idle_s > 0) {
       check(THUB_Publish(m, v++), ctx, "THUB_Publish");
       timespec settle{0, 200 * 1000 * 1000};  // let a background staging or hashing end
       nanosleep(&settle, nullptr);
       double c0 = thub::bench::self_cpu_s();
+      long s0 = thub::bench::self_context_switches();
       auto w0 = Clock::now();
       timespec ts{static_cast<time_t>(o.idle_s), static_cast<long>((o.idle_s - static_cast<time_t>(o.idle_s)) * 1e9)};
       while (nanosleep(&ts, &ts) != 0) {
       }
       idle = (thub::bench::self_cpu_s() - c0) / since(w0);
+      // less this thread's own sleep (one switch)
+      idle_wakeups = static_cast<double>(thub::bench::self_context_switches() - s0 - 1) / since(w0);
       check(THUB_Unpublish(m), ctx, "THUB_Unpublish");
     }
     int64_t compacted = 0;
@@ -174,10 +177,11 @@ void measure(const Options& o, const std::string& spec, FILE* json) {
     check(THUB_Close(&m), ctx, "THUB_Close");
     check(THUB_Finalize(&ctx), ctx, "THUB_Finalize");
 
-    std::printf("%8s %7d %8s %8s %12.3f %12.3f %10.3f %10.3f %9s\n", spec.c_str(), shard.tensors(),
+    std::printf("%8s %7d %8s %8s %12.3f %12.3f %10.3f %10.3f %9s %9s\n", spec.c_str(), shard.tensors(),
                 thub::bench::size_text(layout.bytes()).c_str(), verify ? "on" : "off", first * 1e3, median(pub) * 1e3,
                 median(pack), median(unpub) * 1e3,
-                idle >= 0 ? (std::to_string(idle * 100).substr(0, 5) + "%").c_str() : "-");
+                idle >= 0 ? (std::to_string(idle * 100).substr(0, 5) + "%").c_str() : "-",
+                idle_wakeups >= 0 ? std::to_string(idle_wakeups).substr(0, 5).c_str() : "-");
     JsonLine j;
     j.str("bench", "publish").str("layout", spec).integer("tensors", shard.tensors());
     j.integer("bytes", static_cast<long long>(layout.bytes())).boolean("verify", verify).integer("iters", o.iters);
@@ -187,7 +191,8 @@ void measure(const Options& o, const std::string& spec, FILE* json) {
     j.num("publish_max_s", *std::max_element(pub.begin(), pub.end()));
     j.num("pack_ms", median(pack)).num("unpublish_s", median(unpub)).num("target_publish_s", 0.001);
     j.num("ratio_publish_target", median(pub) / 0.001);
-    if (o.idle_s > 0) j.num("idle_s", o.idle_s).num("idle_cpu_core_fraction", idle, "%.6f");
+    if (o.idle_s > 0)
+      j.num("idle_s", o.idle_s).num("idle_cpu_core_fraction", idle, "%.6f").num("idle_switches_per_s", idle_wakeups, "%.2f");
     std::string s = j.text();
     std::printf("%s\n", s.c_str());
     if (json) {
@@ -207,9 +212,10 @@ int main(int argc, char** argv) {
     if (!o.json.empty() && !(json = std::fopen(o.json.c_str(), "a"))) throw std::runtime_error("cannot open " + o.json);
     std::printf("# thub_bench_publish: THUB_Publish alone (ms, medians of %d; first = the first publish, which\n"
                 "# also registers the tensors); pack = the library's pack_us; idle = CPU of this published\n"
-                "# process with no reader, in %% of one core\n", o.iters);
-    std::printf("%8s %7s %8s %8s %12s %12s %10s %10s %9s\n", "layout", "tensors", "bytes", "verify", "first ms",
-                "publish ms", "pack ms", "unpub ms", "idle cpu");
+                "# process with no reader, in %% of one core, and its context switches per second (wake-ups)\n",
+                o.iters);
+    std::printf("%8s %7s %8s %8s %12s %12s %10s %10s %9s %9s\n", "layout", "tensors", "bytes", "verify", "first ms",
+                "publish ms", "pack ms", "unpub ms", "idle cpu", "switch/s");
     for (const auto& spec : o.layouts) measure(o, spec, json);
     if (json) std::fclose(json);
   } catch (const std::exception& e) {

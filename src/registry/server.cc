@@ -53,6 +53,7 @@ Server::Server(const ServerOptions& opts) : impl_(std::make_unique<Impl>(opts)) 
   positive(static_cast<long long>(opts.read_bytes_per_turn), "read_bytes_per_turn");
   positive(opts.accept_pause_ms, "accept_pause_ms");
   positive(opts.tick_ms, "tick_ms");
+  positive(opts.max_idle_wait_ms, "max_idle_wait_ms");
   if (opts.max_snapshot_bytes < 1024 || opts.max_snapshot_bytes > kMaxPayload) {
     throw Error(Code::kArg, "registry option max_snapshot_bytes must be between 1 KiB and 64 MiB");
   }
@@ -138,7 +139,8 @@ void Server::Impl::turn() {
     ids.push_back(id);
     work_left = work_left || (c.more && !c.closing && !paused(c));
   }
-  int n = ::poll(fds.data(), fds.size(), work_left ? 0 : opts.tick_ms);
+  ++counters.turns;
+  int n = ::poll(fds.data(), fds.size(), work_left ? 0 : idle_wait_ms());
   if (n < 0 && errno != EINTR) throw Error(Code::kInternal, std::string("poll: ") + std::strerror(errno));
   now_ms = steady_ms();
   if (n > 0 && (fds[1].revents & POLLIN)) {
@@ -160,6 +162,23 @@ void Server::Impl::turn() {
     }
   }
   sweep();
+}
+
+// tick_ms while anything of the server's own waits on the clock (a handshake's or a frame's
+// deadline, a pause of accept, leadership's lease or probe) or sched/ may act at any tick;
+// otherwise until sched/'s next deadline, at most max_idle_wait_ms. Never below tick_ms:
+// deadlines are checked as often as before, and an idle registry takes no more wake-ups
+// than its clients' heartbeats and its deadlines.
+int Server::Impl::idle_wait_ms() const {
+  if (leadership || now_ms < accept_paused_until_ms) return opts.tick_ms;
+  for (const auto& [id, c] : conns)
+    if (c.phase != Phase::kReady || c.closing || c.failed || c.gone || !c.in.empty() || !c.out.empty())
+      return opts.tick_ms;
+  const sched::Time t = now();
+  const sched::Time until = reg.quiet_until();
+  if (until <= t) return opts.tick_ms;
+  const int64_t ms = until == sched::Registry::kNever ? opts.max_idle_wait_ms : (until - t + 999) / 1000;
+  return static_cast<int>(std::clamp<int64_t>(ms, opts.tick_ms, std::max(opts.tick_ms, opts.max_idle_wait_ms)));
 }
 
 // A registry that stops leading tells every client who leads instead (NOT_LEADER) and closes

@@ -25,7 +25,13 @@ struct ServerOptions {
   std::string listen;
   std::string auth_token;             // when set, clients must prove they know it (CHALLENGE, AUTH)
   sched::Config sched;
-  int tick_ms = 100;                 // how often deadlines are checked
+  // How often deadlines are checked while anything waits on time. An idle registry (every
+  // connection past its handshake with nothing half read or unsent, no leadership to keep,
+  // nothing deferred or held in sched/) sleeps until its next deadline (sched::Registry::
+  // quiet_until(): a client's heartbeat deadline, a lease's progress) instead, at most
+  // max_idle_wait_ms: it wakes for frames, not for the clock.
+  int tick_ms = 100;
+  int max_idle_wait_ms = 5000;
   bool verbose = false;              // log connections and protocol errors to stderr
 
   // Connections beyond these are refused at accept (an error reply, then closed).
@@ -81,6 +87,7 @@ struct ServerStats {
   uint64_t internal_errors = 0;    // bugs caught (an exception in the loop, the state machine, a reply): should stay 0
   bool leading = true;             // serving clients (src/registry/leadership.h)
   uint64_t leadership_changes = 0; // how often it started or stopped leading
+  uint64_t turns = 0;              // turns of the serving loop (its wake-ups and busy turns)
 };
 
 class Server {

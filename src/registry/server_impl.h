@@ -74,6 +74,7 @@ struct Server::Impl {
   }
   void serve();
   void turn();
+  int idle_wait_ms() const;  // how long turn() may wait for the sockets when no work is left
   void accept_some();
   void check_leadership();  // once per turn: tells and closes every client when it stops leading
   void send_not_leader(sched::ClientId id, Conn& c, uint64_t req);

@@ -267,5 +267,76 @@ TEST(MembershipTest, WaitingOpensOfOneClientAreBounded) {
   EXPECT_EQ(r->status, Status::kState);
 }
 
+// quiet_until(): the next time a Tick alone can change anything, so that a server may sleep
+// until then (src/registry/server.cc). A Tick just before it changes nothing; at it, the
+// deadline fires. (check_invariants(), after every step here and in the simulation, reports
+// any step whose deadlines fired before the time promised at the step before.)
+TEST(MembershipTest, QuietUntilIsTheNextHeartbeatDeadline) {
+  Harness h(Config{1000, 1, true});
+  EXPECT_EQ(h.reg().quiet_until(), Registry::kNever);  // nobody to wait for
+  h.connect(1);
+  h.advance(400);
+  h.connect(2);
+  EXPECT_EQ(h.reg().quiet_until(), 1001);  // client 1's: silent for more than 1000 us
+  h.advance(600);
+  h.send(Tick{});
+  EXPECT_TRUE(h.all<Drop>().empty());
+  EXPECT_EQ(h.reg().quiet_until(), 1001);
+  h.advance(1);
+  h.send(Tick{});
+  ASSERT_EQ(h.all<Drop>().size(), 1u);
+  EXPECT_EQ(h.all<Drop>()[0].client, 1u);
+  EXPECT_EQ(h.reg().quiet_until(), 1401);  // client 2's now
+  h.send(Heartbeat{2});
+  EXPECT_EQ(h.reg().quiet_until(), 2002);
+}
+
+TEST(MembershipTest, QuietUntilIsALeasesProgressDeadline) {
+  Config c;
+  c.heartbeat_timeout = 60'000'000;
+  c.lease_progress_timeout = 2000;
+  Harness h(c);
+  h.connect(1);
+  h.connect(2);
+  MemberId t = h.open(1, "pol", "t");
+  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
+  MemberId r = h.open(2, "pol", "r");
+  h.advance(100);
+  auto g = h.replicate_now(2, r, 1);
+  ASSERT_TRUE(g && g->status == Status::kOk);
+  EXPECT_EQ(h.reg().quiet_until(), 2100);  // the read's progress deadline, granted at 100
+  h.advance(1999);
+  h.send(Tick{});
+  EXPECT_TRUE(h.all<Drop>().empty());
+  h.advance(1);
+  h.send(Tick{});
+  ASSERT_EQ(h.all<Drop>().size(), 1u);
+  EXPECT_EQ(h.all<Drop>()[0].client, 2u);
+}
+
+TEST(MembershipTest, QuietUntilIsNowWhileARequestWaits) {
+  Config c;
+  c.heartbeat_timeout = 60'000'000;
+  c.takeover_grace = 5000;
+  Harness h(c);
+  h.connect(1);
+  h.advance(100);
+  MemberId r = h.open(1, "pol", "r");
+  EXPECT_EQ(h.reg().quiet_until(), 5100);  // the takeover grace ends 5000 us after the first Open
+  h.advance(100);
+  RequestId q = h.replicate(1, r, 1);  // nothing holds version 1: it waits out the grace
+  EXPECT_FALSE(h.reply_to(1, q));
+  EXPECT_EQ(h.reg().quiet_until(), h.now()) << "a deferred request is retried at every tick";
+  h.advance(4899);
+  h.send(Tick{});
+  EXPECT_FALSE(h.reply_to(1, q));
+  h.advance(1);  // 5100
+  h.send(Tick{});
+  auto a = h.reply_to(1, q);
+  ASSERT_TRUE(a) << "answered once the grace is over";
+  EXPECT_NE(a->status, Status::kOk);
+  EXPECT_EQ(h.reg().quiet_until(), 60'000'201);  // client 1's heartbeat deadline alone (heard at 200)
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -265,12 +265,18 @@ bool World::may_hold_view(const Session& cs, int k, Version v) const {
   if (cs.has_first && cs.first_v == v && !t.round_decided) return true;
   if (!t.id) return false;
   if (t.reg_v == v || t.host_reg.count(v) || t.offload_ordered == v) return true;  // (an ordered copy: kOffloading)
-  // A seed buffer's seed-only request not answered yet: the registry may have decided it for
-  // any version newer than what it holds (an update in place whose old holding drains counts
-  // as holding the new one: sched Member::seeding).
-  if (c.seed)
-    for (const auto& [q, o] : cs.out)
-      if (o.shard == k && !o.decided && o.op == Op::kReplicate && std::get<Replicate>(o.ev).newer_than < v) return true;
+  // A request of its not answered yet: the registry may have decided it for v already. A seed
+  // buffer's seed-only request, for any version newer than what it holds (an update in place
+  // whose old holding drains counts as holding the new one: sched Member::seeding); any other
+  // replicate or update whose spec allows v: its round's transaction takes its version at its
+  // first request and keeps a slot for every shard, also one whose old holding drains before
+  // it is answered (sched will_hold(): t.reserved), which the round's first answer (has_first)
+  // does not show while every shard of it waits for its drain (seed 36345).
+  for (const auto& [q, o] : cs.out) {
+    if (o.shard != k || o.decided || o.op != Op::kReplicate) continue;
+    const Replicate& r = std::get<Replicate>(o.ev);
+    if (r.newer_than < v && (c.seed || r.spec < 0 || r.spec == v)) return true;
+  }
   return k < static_cast<int>(c.sh.size()) && c.sh[k].m->member() == t.id &&
          (c.sh[k].m->receiving() == v || c.sh[k].m->held() == v);  // (its done on the way)
 }

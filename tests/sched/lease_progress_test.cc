@@ -122,5 +122,19 @@ TEST(LeaseProgressTest, NoBoundWhenTheTimeoutIsZero) {
   EXPECT_TRUE(h.all<Drop>().empty());
 }
 
+// The read's progress deadline is the registry's next deadline (quiet_until(): a server may
+// sleep until then), and it is kept: a Tick just before it ends nothing, at it the reader goes.
+TEST(LeaseProgressTest, TheProgressDeadlineIsWhenTheRegistryMayNextAct) {
+  Granted g;  // granted at 0; heartbeats due at 60 s
+  EXPECT_EQ(g.h.reg().quiet_until(), kTimeout);
+  g.h.advance(kTimeout - 1);
+  g.h.send(Tick{});
+  EXPECT_FALSE(g.dropped());
+  EXPECT_EQ(g.h.reg().quiet_until(), kTimeout);
+  g.h.advance(1);
+  g.h.send(Tick{});
+  EXPECT_TRUE(g.dropped());
+}
+
 }  // namespace
 }  // namespace thub::sched::testing

@@ -291,29 +291,6 @@ TEST(MembershipTest, QuietUntilIsTheNextHeartbeatDeadline) {
   EXPECT_EQ(h.reg().quiet_until(), 2002);
 }
 
-TEST(MembershipTest, QuietUntilIsALeasesProgressDeadline) {
-  Config c;
-  c.heartbeat_timeout = 60'000'000;
-  c.lease_progress_timeout = 2000;
-  Harness h(c);
-  h.connect(1);
-  h.connect(2);
-  MemberId t = h.open(1, "pol", "t");
-  ASSERT_EQ(h.publish(1, t, 1), Status::kOk);
-  MemberId r = h.open(2, "pol", "r");
-  h.advance(100);
-  auto g = h.replicate_now(2, r, 1);
-  ASSERT_TRUE(g && g->status == Status::kOk);
-  EXPECT_EQ(h.reg().quiet_until(), 2100);  // the read's progress deadline, granted at 100
-  h.advance(1999);
-  h.send(Tick{});
-  EXPECT_TRUE(h.all<Drop>().empty());
-  h.advance(1);
-  h.send(Tick{});
-  ASSERT_EQ(h.all<Drop>().size(), 1u);
-  EXPECT_EQ(h.all<Drop>()[0].client, 2u);
-}
-
 TEST(MembershipTest, QuietUntilIsNowWhileARequestWaits) {
   Config c;
   c.heartbeat_timeout = 60'000'000;

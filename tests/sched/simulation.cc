@@ -146,6 +146,7 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
   acks_.clear();
   opened_now_.clear();
+  left_now_.clear();
   for (const Action& a : acts) act(a);
   if (in_place.second >= 0 && sessions_.count(in_place.first)) {
     Session& ss = sessions_.at(in_place.first);

@@ -362,9 +362,16 @@ void World::hide(MemberId m) {
   ++hidden_[m];
 }
 
+void World::note_left(const Session& ss, int k) {
+  const Actor& b = actor_of(ss);
+  const ShardView& t = ss.sh[k];
+  if (t.id) left_now_.push_back({b.name, b.n, k, b.spot, suspect_.count(t.id) > 0, t.reg_v, t.host_reg});
+}
+
 void World::forget_client(ClientId c) {
   auto ss = sessions_.find(c);
   if (ss == sessions_.end()) return;
+  for (int k = 0; k < static_cast<int>(ss->second.sh.size()); ++k) note_left(ss->second, k);
   for (ShardView& t : ss->second.sh)
     if (t.id) hide(t.id);
   sessions_.erase(ss);
@@ -407,6 +414,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     sh.round_decided = decided;
   }
   if (out.op == Op::kClose && ok) {
+    note_left(ss, s);
     sh.id = 0;
     sh.reg_v = -1;
     sh.host_reg.clear();
@@ -598,6 +606,12 @@ void World::check_unpublish_ack(ClientId c, int s) {
         kept = kept || (e.whole && e.spec == v);
       }
   }
+  // A copy that a Close or a client's removal of this same step took away: it was there when
+  // the registry ended this drain (deadlines first), and the version went with it, not with
+  // this unpublish.
+  for (const Left& l : left_now_)
+    kept = kept || (!l.spot && l.model == a.name && l.n == a.n && l.shard == s &&
+                    ((l.reg_v == v && !l.suspect) || l.host.count(v)));
   if (kept) return;
   std::ostringstream os;
   for (const auto& [bid, bs] : sessions_)

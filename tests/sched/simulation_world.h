@@ -403,6 +403,17 @@ class World {
   std::map<LeaseId, Held> held_;
   std::vector<std::pair<ClientId, int>> acks_;  // unpublish acks of the current step
   std::set<MemberId> opened_now_;               // members the current step's Opens made
+  // Copies that the current step's Closes and client removals took away, as they stood: the
+  // registry decided the step's deadlines (a drain that ended) before its event (seed 31617).
+  struct Left {
+    std::string model;
+    int n = 0, shard = 0;
+    bool spot = false, suspect = false;
+    Version reg_v = -1;
+    std::set<Version> host;
+  };
+  std::vector<Left> left_now_;
+  void note_left(const Session& ss, int k);
   std::map<std::string, int> retain_before_;    // per model, before the current step
   SimResult res_;
   // Agreement: the outcomes of a round's shards so far, by (actor, process, round).

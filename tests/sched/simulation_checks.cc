@@ -365,7 +365,11 @@ void World::hide(MemberId m) {
 void World::note_left(const Session& ss, int k) {
   const Actor& b = actor_of(ss);
   const ShardView& t = ss.sh[k];
-  if (t.id) left_now_.push_back({b.name, b.n, k, b.spot, suspect_.count(t.id) > 0, t.reg_v, t.host_reg});
+  if (!t.id) return;
+  Left l{b.name, b.n, k, b.spot, suspect_.count(t.id) > 0, t.reg_v, t.host_reg, {}};
+  for (const auto& [lease, h] : held_)
+    if (h.reader == t.id) l.reading.insert(h.src);
+  left_now_.push_back(std::move(l));
 }
 
 void World::forget_client(ClientId c) {
@@ -608,9 +612,10 @@ void World::check_unpublish_ack(ClientId c, int s) {
   }
   // A copy that a Close or a client's removal of this same step took away: it was there when
   // the registry ended this drain (deadlines first), and the version went with it, not with
-  // this unpublish.
+  // this unpublish. Not one that was reading from this member: its leaving may be what ended
+  // the drain, and then the registry must not count it (sched.md, "Membership").
   for (const Left& l : left_now_)
-    kept = kept || (!l.spot && l.model == a.name && l.n == a.n && l.shard == s &&
+    kept = kept || (!l.spot && l.model == a.name && l.n == a.n && l.shard == s && !l.reading.count(sh.id) &&
                     ((l.reg_v == v && !l.suspect) || l.host.count(v)));
   if (kept) return;
   std::ostringstream os;

@@ -411,6 +411,7 @@ class World {
     bool spot = false, suspect = false;
     Version reg_v = -1;
     std::set<Version> host;
+    std::set<MemberId> reading;  // the sources it read from: its leaving ends those reads
   };
   std::vector<Left> left_now_;
   void note_left(const Session& ss, int k);

@@ -24,8 +24,22 @@ struct Cluster {
   std::string registry;
   std::vector<std::unique_ptr<PeerProcess>> rollouts;
 
+  // Where the peers' tensors live ("memory" of peer.c: "cuda" in thub_peer_cuda; "" leaves the
+  // peer's default, host memory).
+  std::string memory;
+
   explicit Cluster(std::map<std::string, std::string> e = {}) : env(std::move(e)) {
     env.emplace("TENSORHUB_VERIFY", "1");
+  }
+
+  // Registers `layout` as tensors t0, t1, ... of `p`, where `memory` says.
+  void add_tensors(PeerProcess& p, const std::string& layout) {
+    if (!memory.empty()) {
+      std::string r = p.cmd("memory " + memory);
+      ASSERT_TRUE(ok(r)) << r;
+    }
+    std::string r = p.cmd("tensors " + layout);
+    ASSERT_TRUE(ok(r)) << r;
   }
 
   // Starts the trainer (embedded registry), registers `layout`, fills with `seed`, publishes `version`.
@@ -36,7 +50,7 @@ struct Cluster {
     registry = word(r, 1);
     ASSERT_FALSE(registry.empty());
     ASSERT_TRUE(ok(trainer->cmd("open policy trainer 0 1"))) << "open";
-    ASSERT_TRUE(ok(trainer->cmd("tensors " + layout)));
+    ASSERT_NO_FATAL_FAILURE(add_tensors(*trainer, layout));
     ASSERT_TRUE(ok(trainer->cmd("fill " + std::to_string(seed))));
     r = trainer->cmd("publish " + std::to_string(version));
     ASSERT_TRUE(ok(r)) << r;
@@ -53,8 +67,7 @@ struct Cluster {
     EXPECT_TRUE(ok(r)) << r;
     r = p.cmd("open policy " + name + " 0 1 " + open_args);
     EXPECT_TRUE(ok(r)) << r;
-    r = p.cmd("tensors " + layout);
-    EXPECT_TRUE(ok(r)) << r;
+    add_tensors(p, layout);
     return p;
   }
 };

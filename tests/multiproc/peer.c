@@ -5,7 +5,11 @@
  * Commands (one per line; each answers one line "ok ..." or "err <code> <detail>"):
  *   init [key=value ...]            THUB_Init with those info keys; ok <registry address>
  *   open MODEL REPLICA SHARD N [k=v ...]
- *   tensors SIZE[,SIZE...]          allocate and register tensors t0, t1, ... (host memory)
+ *   memory host|cuda                where later `tensors` and `register` allocate: host memory
+ *                                   (the default) or CUDA device memory (cudaMalloc; only in
+ *                                   thub_peer_cuda, built with THUB_PEER_CUDA; fill and check
+ *                                   copy through the host)
+ *   tensors SIZE[,SIZE...]          allocate and register tensors t0, t1, ...
  *   flat SIZE[,SIZE...]             the same, back to back in one allocation (as a flat
  *                                   parameter buffer lays them out)
  *   register NAME SIZE              register one more tensor
@@ -26,6 +30,9 @@
 #include <string.h>
 
 #include <tensorhub/tensorhub.h>
+#ifdef THUB_PEER_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define MAX_TENSORS 4096
 
@@ -36,7 +43,52 @@ static unsigned char *bufs[MAX_TENSORS];
 static size_t sizes[MAX_TENSORS];
 static char *names[MAX_TENSORS];
 static int owned[MAX_TENSORS]; /* bufs[t] is ours to free (not part of a "flat" block) */
+static int on_gpu[MAX_TENSORS]; /* bufs[t] is CUDA device memory */
 static int ntensors = 0;
+static int use_gpu = 0; /* "memory cuda": later tensors on the current CUDA device */
+
+/* Zeroed memory of `size` bytes where `memory` says; NULL for 0 bytes or when it fails. */
+static unsigned char *peer_alloc(size_t size, int gpu) {
+  if (!size) return NULL;
+#ifdef THUB_PEER_CUDA
+  if (gpu) {
+    void *p = NULL;
+    if (cudaMalloc(&p, size) != cudaSuccess) return NULL;
+    if (cudaMemset(p, 0, size) != cudaSuccess) {
+      cudaFree(p);
+      return NULL;
+    }
+    return (unsigned char *)p;
+  }
+#else
+  (void)gpu;
+#endif
+  return calloc(1, size);
+}
+
+static void peer_free(unsigned char *p, int gpu) {
+#ifdef THUB_PEER_CUDA
+  if (gpu) {
+    if (p) cudaFree(p);
+    return;
+  }
+#else
+  (void)gpu;
+#endif
+  free(p);
+}
+
+/* Copies n bytes between a tensor and host memory (to_host: out of the tensor). */
+static int tensor_copy(int t, unsigned char *host, size_t n, int to_host) {
+#ifdef THUB_PEER_CUDA
+  if (on_gpu[t])
+    return cudaMemcpy(to_host ? (void *)host : (void *)bufs[t], to_host ? (void *)bufs[t] : (void *)host, n,
+                      to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice) == cudaSuccess;
+#endif
+  if (to_host) memcpy(host, bufs[t], n);
+  else memcpy(bufs[t], host, n);
+  return 1;
+}
 
 static void reply_status(int st, const char *extra) {
   if (st >= 0) {
@@ -79,22 +131,23 @@ static int info_from_args(char *rest, THUB_Info *info) {
 
 /* Allocates, zeroes and registers one tensor; returns the THUB status. */
 static int add_tensor(const char *name, size_t size) {
-  unsigned char *p = size ? calloc(1, size) : NULL;
+  unsigned char *p = peer_alloc(size, use_gpu);
   int st;
   if (size && !p) return THUB_ERR_NO_MEMORY;
   if (ntensors >= MAX_TENSORS) {
-    free(p);
+    peer_free(p, use_gpu);
     return THUB_ERR_ARG;
   }
-  st = THUB_Register(model, name, p, size, THUB_MEM_HOST);
+  st = THUB_Register(model, name, p, size, use_gpu ? THUB_MEM_CUDA : THUB_MEM_HOST);
   if (st == THUB_SUCCESS) {
     bufs[ntensors] = p;
     sizes[ntensors] = size;
     names[ntensors] = strdup(name);
     owned[ntensors] = 1;
+    on_gpu[ntensors] = use_gpu;
     ntensors++;
   } else {
-    free(p);
+    peer_free(p, use_gpu);
   }
   return st;
 }
@@ -132,6 +185,34 @@ int main(void) {
       int st = THUB_Open(ctx, m ? m : "", r ? r : "", s ? atoi(s) : 0, n ? atoi(n) : 1, info, &model);
       if (info != THUB_INFO_NULL) THUB_Info_free(&info);
       reply_status(st, NULL);
+    } else if (strcmp(cmd, "memory") == 0) {
+      char *kind = strtok(NULL, " \n");
+      if (kind && strcmp(kind, "host") == 0) {
+        use_gpu = 0;
+        reply_status(THUB_SUCCESS, NULL);
+      } else if (kind && strcmp(kind, "cuda") == 0) {
+#ifdef THUB_PEER_CUDA
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess || n == 0) {
+          printf("err %d no CUDA device: %s\n", THUB_ERR_UNSUPPORTED,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount is 0");
+          fflush(stdout);
+        } else {
+          use_gpu = 1;
+          reply_status(THUB_SUCCESS, NULL);
+        }
+#else
+        printf("err %d this peer was built without CUDA (thub_peer_cuda has it)\n", THUB_ERR_UNSUPPORTED);
+        fflush(stdout);
+#endif
+      } else {
+        printf("err %d memory host|cuda\n", THUB_ERR_ARG);
+        fflush(stdout);
+      }
+    } else if (use_gpu && (strcmp(cmd, "flat") == 0 || strcmp(cmd, "repoint") == 0 || strcmp(cmd, "scribble") == 0)) {
+      printf("err %d '%s' is for host memory only\n", THUB_ERR_ARG, cmd);
+      fflush(stdout);
     } else if (strcmp(cmd, "tensors") == 0) {
       char *list = strtok(NULL, " \n");
       char *tok, *save = NULL;
@@ -194,9 +275,10 @@ int main(void) {
           free(p);
           break;
         }
-        if (owned[t]) free(bufs[t]);
+        if (owned[t]) peer_free(bufs[t], on_gpu[t]);
         bufs[t] = p;
         owned[t] = 1;
+        on_gpu[t] = 0;
       }
       reply_status(st, NULL);
     } else if (strcmp(cmd, "scribble") == 0) {
@@ -209,15 +291,31 @@ int main(void) {
       int t, bad = 0;
       for (t = 0; t < ntensors && !bad; t++) {
         size_t i;
-        for (i = 0; i < sizes[t]; i++) {
+        /* Device memory is filled and checked through a host copy. */
+        unsigned char *h = on_gpu[t] && sizes[t] ? malloc(sizes[t]) : bufs[t];
+        if (on_gpu[t] && sizes[t] && !h) {
+          snprintf(out, sizeof out, "err %d no host memory to copy tensor %d through", THUB_ERR_NO_MEMORY, t);
+          bad = 1;
+          break;
+        }
+        if (cmd[0] == 'c' && on_gpu[t] && sizes[t] && !tensor_copy(t, h, sizes[t], 1)) {
+          snprintf(out, sizeof out, "err 1 tensor %d could not be copied out of the device", t);
+          bad = 1;
+        }
+        for (i = 0; i < sizes[t] && !bad; i++) {
           if (cmd[0] == 'f') {
-            bufs[t][i] = pattern(seed, t, i);
-          } else if (bufs[t][i] != pattern(seed, t, i)) {
+            h[i] = pattern(seed, t, i);
+          } else if (h[i] != pattern(seed, t, i)) {
             snprintf(out, sizeof out, "err 1 mismatch tensor %d byte %zu", t, i);
             bad = 1;
             break;
           }
         }
+        if (cmd[0] == 'f' && on_gpu[t] && sizes[t] && !tensor_copy(t, h, sizes[t], 0)) {
+          snprintf(out, sizeof out, "err 1 tensor %d could not be copied into the device", t);
+          bad = 1;
+        }
+        if (h != bufs[t]) free(h);
       }
       if (bad) {
         printf("%s\n", out);

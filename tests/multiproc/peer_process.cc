@@ -20,7 +20,16 @@
 
 namespace thub::test {
 
-PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) : PeerProcess(THUB_PEER_PATH, {}, env) {}
+namespace {
+// The peer program: THUB_TEST_PEER where set (a test binary carried to another machine, e.g.
+// bench/gpu/run-device-check.sh), else the one this test was built with.
+std::string peer_program() {
+  const char* p = std::getenv("THUB_TEST_PEER");
+  return p && *p ? p : THUB_PEER_PATH;
+}
+}  // namespace
+
+PeerProcess::PeerProcess(const std::map<std::string, std::string>& env) : PeerProcess(peer_program(), {}, env) {}
 
 bool PeerProcess::all_threads_stopped(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/task";

@@ -281,8 +281,42 @@ bool World::may_hold_view(const Session& cs, int k, Version v) const {
          (c.sh[k].m->receiving() == v || c.sh[k].m->held() == v);  // (its done on the way)
 }
 
-void World::check_seeding(ClientId c, int s, const Reply& rep) {
-  const Actor& a = actor_of(sessions_.at(c));
+// Every shard of replica xss holds v, a host copy of it, or reads it from a source grounded
+// in the registry's eyes (as far as this view can tell); with `reserved`, also a shard its
+// round at v keeps a slot for (it has not asked yet: sched will_hold()).
+bool World::whole_in_view(const Session& xss, Version v, bool reserved) {
+  const Actor& xa = actor_of(xss);
+  for (int k = 0; k < static_cast<int>(xss.sh.size()); ++k) {
+    const ShardView& t = xss.sh[k];
+    if (reserved && xss.has_first && xss.first_v == v && !t.round_decided) continue;
+    if (!t.id || !(t.reg_v == v || t.host_reg.count(v) ||
+                   (k < static_cast<int>(xa.sh.size()) && xa.sh[k].m->member() == t.id &&
+                    xa.sh[k].m->receiving() == v && grounded_view(t.id, v))))
+      return false;
+  }
+  return true;
+}
+
+// At a round's plan (its first grant, or a move): the other replicas of the model in the
+// reader's datacenter that were not whole for v then, a shard its round keeps a slot for
+// counted as whole, as the registry counts it when it plans (check_seeding's excuse for the
+// round's later shards).
+void World::note_plan(ClientId c, Version v) {
+  Session& ss = sessions_.at(c);
+  const Actor& a = actor_of(ss);
+  ss.plan_unwhole.clear();
+  for (auto& [x, xss] : sessions_) {
+    if (x == c || xss.actor < 0) continue;
+    const Actor& xa = actor_of(xss);
+    if (xa.dc == a.dc && xa.model == a.model && xa.n == a.n && xa.replica != a.replica &&
+        !whole_in_view(xss, v, true))
+      ss.plan_unwhole.insert(x);
+  }
+}
+
+void World::check_seeding(ClientId c, int s, const Out& out, const Reply& rep) {
+  Session& ss = sessions_.at(c);
+  const Actor& a = actor_of(ss);
   auto dc_of = [&](MemberId m) -> const Actor* {
     auto own = owner_.find(m);
     if (own == owner_.end() || !sessions_.count(own->second.first)) return nullptr;
@@ -290,6 +324,9 @@ void World::check_seeding(ClientId c, int s, const Reply& rep) {
   };
   const Actor* src = dc_of(rep.source);
   if (!src || src->dc == a.dc) return;
+  auto src_own = owner_.find(rep.source);
+  const bool follows_plan = out.op == Op::kReplicate && out.round == ss.txn_round && ss.has_first &&
+                            src_own != owner_.end() && src_own->second.first == ss.first_src;
   ++res_.seeds;
   if (a.seed) ++res_.offload_seeds;
   const MemberId me = sessions_.at(c).sh[s].id;
@@ -310,17 +347,12 @@ void World::check_seeding(ClientId c, int s, const Reply& rep) {
       continue;
     // A round reads every shard from one replica: one of this datacenter that is not reading
     // or holding every shard of v (a shard not asked yet, or waiting for a source) may be
-    // no source for it.
-    const Session& xss = sessions_.at(own->second.first);
-    const Actor& xa = actor_of(xss);
-    bool whole = true;
-    for (int k = 0; k < static_cast<int>(xss.sh.size()) && whole; ++k) {
-      const ShardView& t = xss.sh[k];
-      whole = t.id && (t.reg_v == rep.version || t.host_reg.count(rep.version) ||
-                       (k < static_cast<int>(xa.sh.size()) && xa.sh[k].m->member() == t.id &&
-                        xa.sh[k].m->receiving() == rep.version && grounded_view(t.id, rep.version)));
-    }
-    if (a.n > 1 && !whole) continue;
+    // no source for it. A later shard of a round follows the replica its round planned: that
+    // other replica is judged as it stood when the round was planned (seed 29344: not whole
+    // then, one of its shards waiting for a source, whole again by this shard's grant).
+    if (a.n > 1 && (!whole_in_view(sessions_.at(own->second.first), rep.version) ||
+                    (follows_plan && ss.plan_unwhole.count(own->second.first))))
+      continue;
     return fail("member " + std::to_string(me) + " of " + a.replica + " (" + a.dc + ") was granted v" +
                 std::to_string(rep.version) + " from member " + std::to_string(rep.source) + " of " + src->replica +
                 " (" + src->dc + ") while member " + std::to_string(h.reader) + " of " + x->replica +
@@ -465,7 +497,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     lease_src_[rep.lease] = LeaseView{rep.source, rep.version, host};
     if (out.op == Op::kReplicate && read_by_lease(sh.id, false, -1))
       return fail("member " + std::to_string(sh.id) + " granted a new version while a lease still reads it");
-    if (cfg_.seeding) check_seeding(c, s, rep);
+    if (cfg_.seeding) check_seeding(c, s, out, rep);
     held_[rep.lease] = Held{rep.source, sh.id, 0};
     if (auto own = owner_.find(rep.source);
         cfg_.seeding && !cfg_.seed_takes_slot && own != owner_.end() && sessions_.count(own->second.first))
@@ -524,6 +556,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
         if (auto fs = sessions_.find(ss.first_src); fs != sessions_.end())
           for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
         for (ShardView& t : ss.sh) t.round_decided = false;
+        note_plan(c, rep.version);
       }
     }
     ++res_.rounds_moved;
@@ -548,6 +581,7 @@ void World::check_transaction(ClientId c, int s, const Reply& rep) {
     ss.first_plan.clear();
     if (auto fs = sessions_.find(src); fs != sessions_.end())
       for (const ShardView& t : fs->second.sh) ss.first_plan.emplace_back(t.id, hidden_[t.id]);
+    note_plan(c, rep.version);
     return;
   }
   if (rep.version != ss.first_v)

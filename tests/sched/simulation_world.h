@@ -92,6 +92,7 @@ struct Session {         // one client id the registry knows (Connect .. Disconn
   Version first_v = -1;
   ClientId first_src = 0;
   std::vector<std::pair<MemberId, uint64_t>> first_plan;  // source members, times hidden
+  std::set<ClientId> plan_unwhole;  // other replicas of its datacenter not whole at the plan (note_plan)
 };
 
 // ---- the data plane ---------------------------------------------------------------------
@@ -313,7 +314,9 @@ class World {
   // At a grant across datacenters: no other replica of the reader's datacenter reads that
   // shard of the version across at the same time (unless the reader reported it, or its
   // chain is broken).
-  void check_seeding(ClientId c, int s, const Reply& rep);
+  void check_seeding(ClientId c, int s, const Out& out, const Reply& rep);
+  bool whole_in_view(const Session& xss, Version v, bool reserved = false);
+  void note_plan(ClientId c, Version v);
   bool undecided(ClientId c, RequestId req) const;
   bool first_delivery(ClientId c, RequestId req) const;
   void mark_delivered(ClientId c, RequestId req);

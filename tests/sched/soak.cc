@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
               first_disagreement.empty() ? "" : "; first: ", first_disagreement.c_str());
   std::printf("grants across datacenters: %llu; of them beside another replica of the reader's datacenter reading "
               "that shard across: %llu (each excused: the reader had reported that one, its chain was broken, or (a round) that "
-              "replica did not read every shard), %llu of them by seed buffers (offload seeding); updates answered "
+              "replica did not read every shard, now or when the round was planned), %llu of them by seed buffers (offload seeding); updates answered "
               "not-updated by smart skipping: %llu\n",
               static_cast<unsigned long long>(seeded), static_cast<unsigned long long>(beside),
               static_cast<unsigned long long>(offload_seeds), static_cast<unsigned long long>(skipped));

@@ -29,6 +29,13 @@ namespace thub::client {
 namespace {
 constexpr int kMemHost = 0;
 constexpr int kMemCuda = 1;
+// Why a model is served through a staging copy (stat copy_mode_reason).
+enum class CopyReason : uint64_t {
+  kNone = 0,            // direct: the tensors are served in place
+  kAsked = 1,           // transfer_mode=copy
+  kCudaUnmappable = 2,  // auto, CUDA tensors that this UCX cannot move
+  kCudaVerify = 3,      // auto, CUDA tensors with verify=true (checksums are taken on the host)
+};
 // Staging behind publish advances the counter every slice, so that readers start early.
 constexpr uint64_t kStageSlice = 4u << 20;
 
@@ -75,6 +82,7 @@ struct Model::Core : RegistryListener, std::enable_shared_from_this<Core> {
   std::atomic<int64_t> held{-1};
   std::atomic<uint64_t> total_bytes{0};
   std::atomic<uint64_t> counter_reads{0}, gets{0}, compact_bytes{0}, compacted_tensors{0}, copy_mode{0};
+  std::atomic<uint64_t> copy_mode_reason{0};  // CopyReason
   std::atomic<uint64_t> registrations{0}, repoints{0};
   std::atomic<uint64_t> path_bytes[transport::kReadPathCount] = {};  // of the last transfer, per read path
   std::atomic<uint64_t> pack_us{0}, unpack_us{0};
@@ -174,10 +182,15 @@ void Model::Core::freeze() {
   bool any_cuda = false;
   for (const auto& t : live.table.tensors()) any_cuda = any_cuda || t.memtype == kMemCuda;
   // auto stages CUDA tensors through host memory unless this UCX moves them itself (and
-  // checksums, taken on the host, are off).
-  bool copy = cfg.transfer_mode == ContextConfig::TransferMode::kCopy ||
-              (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda &&
-               (cfg.verify || !ctx.worker().can_map_cuda()));
+  // checksums, taken on the host, are off). Never silently: the stat copy_mode_reason says
+  // why, and the first model of the process that auto stages says so on stderr.
+  CopyReason why = CopyReason::kNone;
+  if (cfg.transfer_mode == ContextConfig::TransferMode::kCopy) {
+    why = CopyReason::kAsked;
+  } else if (cfg.transfer_mode == ContextConfig::TransferMode::kAuto && any_cuda) {
+    why = !ctx.worker().can_map_cuda() ? CopyReason::kCudaUnmappable : cfg.verify ? CopyReason::kCudaVerify : why;
+  }
+  const bool copy = why != CopyReason::kNone;
   if (!copy && any_cuda && cfg.verify) {
     throw Error(Code::kUnsupported, "verify=true with CUDA tensors needs transfer_mode=copy (checksums are taken on the host)");
   }
@@ -196,6 +209,20 @@ void Model::Core::freeze() {
   for (const auto& r : live.regions) distinct.insert(r.get());
   registrations = distinct.size();
   copy_mode = copy ? 1 : 0;
+  copy_mode_reason = static_cast<uint64_t>(why);
+  if (why == CopyReason::kCudaUnmappable || why == CopyReason::kCudaVerify) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      const MemberIdentity& id = machine.identity();
+      std::fprintf(stderr,
+                   "tensorhub: note: %s/%s/shard %d: CUDA tensors are staged through host memory "
+                   "(transfer_mode=auto, copy mode: %s; stat copy_mode_reason %d; said once per process)\n",
+                   id.model.c_str(), id.replica.c_str(), id.shard,
+                   why == CopyReason::kCudaVerify ? "verify=true takes the checksums on the host"
+                                                  : ("UCX " + transport::ucx_version() + " cannot move CUDA memory").c_str(),
+                   static_cast<int>(why));
+    }
+  }
   frozen = true;
 }
 
@@ -749,6 +776,7 @@ int64_t Model::stat(StatKey key) const {
     case stat_key("compact_bytes"): return u(c.compact_bytes);
     case stat_key("compacted_tensors"): return u(c.compacted_tensors);
     case stat_key("copy_mode"): return u(c.copy_mode);
+    case stat_key("copy_mode_reason"): return u(c.copy_mode_reason);
     case stat_key("registrations"): return u(c.registrations);
     case stat_key("pack_us"): return u(c.pack_us);
     case stat_key("unpack_us"): return u(c.unpack_us);

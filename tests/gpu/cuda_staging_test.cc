@@ -160,6 +160,9 @@ void replicate_case(bool pub_gpu, bool recv_gpu, bool verify) {
   }
   if (recv_gpu && verify) {
     EXPECT_EQ(stat(rm, "copy_mode"), 1);  // auto: checksums of CUDA tensors are taken on the host
+    // 2: this UCX cannot move CUDA memory (the device's UCX here); 3: it can, verify forced it.
+    const int64_t why = stat(rm, "copy_mode_reason");
+    EXPECT_TRUE(why == 2 || why == 3) << why;
   }
   EXPECT_EQ(stat(rm, "compacted_tensors"), 3);
   EXPECT_EQ(THUB_Finalize(&b), THUB_SUCCESS);

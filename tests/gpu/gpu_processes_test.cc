@@ -62,6 +62,9 @@ TEST_P(GpuProcessesTest, ByteExactAcrossProcessesWithChecksums) {
   EXPECT_EQ(word(got, 2), "2") << got;
   EXPECT_TRUE(ok(r.cmd("check 12")));
   EXPECT_EQ(stat(r, "copy_mode"), cuda() ? 1 : 0);
+  // CUDA: 2 where this UCX cannot move CUDA memory, 3 where it can (verify=true forces copy).
+  const int64_t why = stat(r, "copy_mode_reason");
+  EXPECT_TRUE(cuda() ? why == 2 || why == 3 : why == 0) << why;
   EXPECT_EQ(stat(r, "bytes_held"), stat(r, "total_bytes"));
 }
 

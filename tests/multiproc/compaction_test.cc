@@ -59,6 +59,7 @@ TEST_P(CompactionTest, ChainIsByteExact) {
   const bool compacting = std::string(mode().threshold) != "0";
   EXPECT_EQ(stat(first, "compacted_tensors"), compacting ? layout().tiny : 0);
   EXPECT_EQ(stat(first, "copy_mode"), std::string(mode().transfer_mode) == "copy" ? 1 : 0);
+  EXPECT_EQ(stat(first, "copy_mode_reason"), std::string(mode().transfer_mode) == "copy" ? 1 : 0);
   // Only the first replica holds version 1 now: the second reads the compacted stream from it.
   ASSERT_TRUE(ok(c.trainer->cmd("unpublish")));
   ASSERT_TRUE(ok(c.trainer->cmd("fill 99")));

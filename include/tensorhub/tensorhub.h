@@ -578,8 +578,8 @@ int THUB_Cancel(THUB_Request *req);
  *  - `compact_bytes`: bytes of the packed tiny tensors (compaction_threshold)
  *  - `compacted_tensors`: tensors packed because they are below compaction_threshold
  *  - `copy_mode`: 1 when the shard is served through a staging copy, else 0
- *  - `copy_mode_reason`: why it is: 0 not, 1 transfer_mode=copy, 2 auto with CUDA tensors this
- *    UCX cannot move, 3 auto with CUDA tensors and verify=true
+ *  - `copy_mode_reason`: why it is: 0 not, 1 transfer_mode=copy, 2 auto with CUDA tensors this UCX
+ *    cannot move, 3 auto with CUDA tensors and verify=true
  *  - `registrations`: memory regions this shard serves its stream from (tensors back to back in
  *    host memory share one)
  *  - `pack_us`: time spent packing (and staging) at the last publish, in us

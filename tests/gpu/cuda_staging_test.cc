@@ -11,22 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/gpu/gpu_device.h"
+
 namespace {
 
-bool have_device(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    *why = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(e);
-    (void)cudaGetLastError();
-    return false;
-  }
-  if (n == 0) {
-    *why = "cudaGetDeviceCount is 0";
-    return false;
-  }
-  return true;
-}
+bool have_device(std::string* why) { return thub::test::have_cuda_device(why); }
 
 #define SKIP_WITHOUT_GPU()                                       \
   do {                                                           \

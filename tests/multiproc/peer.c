@@ -101,6 +101,12 @@ static void reply_status(int st, const char *extra) {
   fflush(stdout);
 }
 
+/* A refusal of the peer's own ("err CODE TEXT"), not the library's. */
+static void reply_error(int code, const char *text, const char *arg) {
+  printf("err %d %s%s\n", code, text, arg ? arg : "");
+  fflush(stdout);
+}
+
 static int64_t parse_version(const char *s) {
   if (!s) return THUB_LATEST;
   if (strcmp(s, "latest") == 0) return THUB_LATEST;
@@ -195,24 +201,20 @@ int main(void) {
         int n = 0;
         cudaError_t e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess || n == 0) {
-          printf("err %d no CUDA device: %s\n", THUB_ERR_UNSUPPORTED,
-                 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount is 0");
-          fflush(stdout);
+          reply_error(THUB_ERR_UNSUPPORTED, "no CUDA device: ",
+                      e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount is 0");
         } else {
           use_gpu = 1;
           reply_status(THUB_SUCCESS, NULL);
         }
 #else
-        printf("err %d this peer was built without CUDA (thub_peer_cuda has it)\n", THUB_ERR_UNSUPPORTED);
-        fflush(stdout);
+        reply_error(THUB_ERR_UNSUPPORTED, "this peer was built without CUDA (thub_peer_cuda has it)", NULL);
 #endif
       } else {
-        printf("err %d memory host|cuda\n", THUB_ERR_ARG);
-        fflush(stdout);
+        reply_error(THUB_ERR_ARG, "memory host|cuda", NULL);
       }
     } else if (use_gpu && (strcmp(cmd, "flat") == 0 || strcmp(cmd, "repoint") == 0 || strcmp(cmd, "scribble") == 0)) {
-      printf("err %d '%s' is for host memory only\n", THUB_ERR_ARG, cmd);
-      fflush(stdout);
+      reply_error(THUB_ERR_ARG, "host memory only: ", cmd);
     } else if (strcmp(cmd, "tensors") == 0) {
       char *list = strtok(NULL, " \n");
       char *tok, *save = NULL;

@@ -10,15 +10,14 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/multiproc/cluster.h"
+#include "tests/multiproc/scenarios.h"
 
 namespace thub::test {
 namespace {
 
 // 2 x 32 MiB in 64 KiB chunks with one get in flight: long enough to catch mid-transfer.
-const std::map<std::string, std::string> kSlow = {{"TENSORHUB_CHUNK_SIZE", "65536"},
-                                                  {"TENSORHUB_MAX_INFLIGHT", "1"}};
-const std::string kBig = "33554432,33554432,0,4096";
+const std::map<std::string, std::string>& kSlow = kPipelineSlow;
+const std::string& kBig = kPipelineLayout;
 
 // CPU seconds (user + system, all threads) that process `pid` has used so far.
 double cpu_seconds(pid_t pid) {
@@ -36,36 +35,10 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// Two rollouts: the victim receives slowly (4 KiB gets, one at a time), the reader at full
-// speed, so the reader catches up with the victim's counter and follows it as a partial
-// source; then the victim is stopped (SIGSTOP) mid-transfer.
-void stop_source_of_a_reader(Cluster& c, PeerProcess** victim_out, PeerProcess** reader_out) {
-  PeerProcess& victim = c.add_rollout("victim", kBig, "", "chunk_size=4096 max_inflight=1");
-  PeerProcess& reader = c.add_rollout("reader", kBig);
-  ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; })) << "the victim got no bytes";
-  ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }))
-      << "the reader got no bytes; victim holds " << victim.cmd("stat bytes_held") << ", reader "
-      << reader.cmd("stat partial_sources") << " partial, " << reader.cmd("stat counter_reads") << " counter reads";
-  victim.signal(SIGSTOP);
-  *victim_out = &victim;
-  *reader_out = &reader;
-}
-
 TEST(PipelineTest, FourReplicatorsAtOnceAndOneReadsAPartialSource) {
   Cluster c(kSlow);
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 31, 1));
-  for (int i = 0; i < 4; ++i) c.add_rollout("r" + std::to_string(i), kBig);
-  for (auto& r : c.rollouts) r->send("ireplicate latest");
-  for (auto& r : c.rollouts) ASSERT_TRUE(ok(r->reply()));
-  int64_t partial = 0;
-  for (auto& r : c.rollouts) {
-    std::string w = r->cmd("wait");
-    ASSERT_TRUE(ok(w)) << w;
-    EXPECT_TRUE(ok(r->cmd("check 31")));
-    partial += stat(*r, "partial_sources");
-  }
+  const int64_t partial = replicate_all_at_once(c, 4, 31);
   // One source serves one reader at a time, so three of the four chain off replicas
   // that are still receiving.
   EXPECT_GE(partial, 1);
@@ -138,24 +111,7 @@ TEST(PipelineTest, ReaderWaitingOnAStoppedSourceDoesNotSpin) {
 TEST(PipelineTest, KilledPartialSourceIsReplacedAndTheReaderFinishesByteExact) {
   Cluster c(std::map<std::string, std::string>{{"UCX_TLS", "tcp"}});
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 51, 1));
-  PeerProcess *victim_p = nullptr, *reader_p = nullptr;
-  ASSERT_NO_FATAL_FAILURE(stop_source_of_a_reader(c, &victim_p, &reader_p));
-  PeerProcess &victim = *victim_p, &reader = *reader_p;
-  // The reader stops growing below the total: its only source holds just a prefix.
-  int64_t total = stat(reader, "total_bytes"), last = -1, now = 0;
-  for (int i = 0; i < 200 && now != last; ++i) {
-    last = now;
-    std::string r = reader.cmd("stat bytes_held");
-    now = std::stoll(word(r, 1));
-    if (now != last) i = 0;
-  }
-  ASSERT_LT(now, total) << "the victim finished before it could be stopped";
-  victim.signal(SIGKILL);
-  std::string w = reader.cmd("wait");
-  ASSERT_TRUE(ok(w)) << w;
-  EXPECT_TRUE(ok(reader.cmd("check 51")));
-  EXPECT_EQ(stat(reader, "partial_sources"), 1);
-  EXPECT_GE(stat(reader, "source_failures"), 1);
+  kill_partial_source_and_resume(c, 51);
 }
 
 }  // namespace

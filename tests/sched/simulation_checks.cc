@@ -523,7 +523,18 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     const Version before = out.op == Op::kReplicate ? std::get<Replicate>(out.ev).newer_than : -1;
     const bool first = a.n == 1 || out.round == 0 || skip_rounds_.insert({c, out.round}).second;
     bool on_its_way = !first;
-    for (Version u : published_[a.name]) on_its_way = on_its_way || (u > before && seeded_view(a, u, -1));
+    // The versions the registry knows: those published to it, and those its members hold
+    // (after a failover, a replica that resumed at the end of its transfer holds a version no
+    // trainer has published there yet, and the registry resolves "latest" to it: seed 42510).
+    std::set<Version> known = published_[a.name];
+    for (const auto& [x, xss] : sessions_) {
+      if (xss.actor < 0 || actor_of(xss).name != a.name) continue;
+      for (const ShardView& t : xss.sh) {
+        if (t.id && t.reg_v >= 0) known.insert(t.reg_v);
+        for (Version u : t.host_reg) known.insert(u);
+      }
+    }
+    for (Version u : known) on_its_way = on_its_way || (u > before && seeded_view(a, u, -1));
     if (!on_its_way)
       return fail(a.replica + "/" + std::to_string(s) + " answered not updated by smart skipping (" + rep.detail +
                   "), but nothing newer than " + std::to_string(before) + " is on its way into datacenter " + a.dc);

@@ -75,6 +75,18 @@ void socket_read(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, s
     cb(ok, err);
   });
 }
+void socket_read_watched(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
+                         const RemoteKey& key, const Worker::Watch& watch, GetCallback cb) {
+  w.outstanding++;
+  ReadWatch rw{watch.remote, watch.key->token(), watch.lo, watch.hi, watch.sample};
+  p->sock->read(
+      local, len, remote, key.token(),
+      [&w, cb = std::move(cb)](bool ok, const std::string& err) {
+        w.outstanding--;
+        cb(ok, err);
+      },
+      &rw);
+}
 void socket_close(Peer& p, const std::string& why, Worker::Impl::SocketDone* done) {
   if (p.sock) p.sock->close(why, done);
 }
@@ -96,10 +108,12 @@ void ucx_read(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size
 }
 
 constexpr ReadPathOps kProcess{ReadPath::kProcess, "process_vm_readv", process_open, process_reads_key, process_read,
-                               process_close};
-constexpr ReadPathOps kSocket{ReadPath::kSocket, "socket", socket_open, socket_reads_key, socket_read, socket_close};
-constexpr ReadPathOps kUcxMapped{ReadPath::kUcxMapped, "ucx_mapped", nullptr, mapped_reads_key, ucx_read, nullptr};
-constexpr ReadPathOps kUcxGet{ReadPath::kUcxGet, "ucx_get", ucx_open, ucx_reads_key, ucx_read, nullptr};
+                               nullptr, process_close};
+constexpr ReadPathOps kSocket{ReadPath::kSocket,  "socket",           socket_open, socket_reads_key,
+                              socket_read,        socket_read_watched, socket_close};
+constexpr ReadPathOps kUcxMapped{ReadPath::kUcxMapped, "ucx_mapped", nullptr, mapped_reads_key, ucx_read, nullptr,
+                                 nullptr};
+constexpr ReadPathOps kUcxGet{ReadPath::kUcxGet, "ucx_get", ucx_open, ucx_reads_key, ucx_read, nullptr, nullptr};
 
 }  // namespace
 

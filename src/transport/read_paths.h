@@ -30,6 +30,10 @@ struct ReadPathOps {
   // before this returns.
   void (*read)(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
                const RemoteKey& key, GetCallback cb);
+  // The same read, watching a word of the source (Worker::get_watched); nullptr: this path
+  // cannot (only the sockets' server reads the word between the data and its reply).
+  void (*read_watched)(Worker::Impl& w, const std::shared_ptr<Peer>& p, void* local, size_t len, uint64_t remote,
+                       const RemoteKey& key, const Worker::Watch& watch, GetCallback cb);
   // Tears down what open() set up: reads in flight fail into *done (the caller runs them);
   // none lands later. nullptr: UCX's endpoints, which Worker::Impl::retire() closes.
   void (*close)(Peer& p, const std::string& why, Worker::Impl::SocketDone* done);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -21,13 +22,18 @@ namespace thub::transport {
 
 namespace {
 // Wire format (host byte order: both ends run the same build; the greeting tells otherwise).
-// Reader -> server: the greeting, then requests {id, addr, len, token} (4 x u64).
-// Server -> reader: per request, in order, {id, len, status (u32), 0 (u32)}, then `len`
-// bytes when status is 0.
-constexpr char kGreeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x04};
-constexpr size_t kRequestBytes = 32;
+// Reader -> server: the greeting, then requests {id, addr, len, token, watch_addr,
+// watch_token, lo, hi} (8 x u64; watch_token 0: no watch).
+// Server -> reader: per request, in order, {id, len, status (u32), flags (u32)}, then `len`
+// bytes when status is 0, then, when flags has kTrailer, the watched word (u64) as it was
+// after the data went into the socket. A watched reply is not begun while the word is in
+// [lo, hi). (Greeting ...04: the same without the watch; its readers are refused.)
+constexpr char kGreeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x05};
+constexpr size_t kRequestBytes = 64;
 constexpr size_t kReplyHeader = 24;
+constexpr size_t kTrailerBytes = 8;
 constexpr uint32_t kNotServed = 1;
+constexpr uint32_t kTrailer = 1;
 // Replies queued per connection before the server stops reading its requests (a reader
 // keeps max_inflight gets in flight per lane; this only bounds a misbehaving one).
 constexpr size_t kMaxQueued = 4096;
@@ -156,6 +162,21 @@ ReadServer::~ReadServer() {
 
 void ReadServer::serve(uint64_t addr, uint64_t len, uint64_t token) { regions_[token] = {addr, len}; }
 
+// The watched word is a counter another thread may store to (atomically: ProgressCounter).
+static uint64_t load_watched(const uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+
+bool ReadServer::waiting(const Reply& r) {
+  if (!r.watch || r.sent > 0) return false;
+  const uint64_t v = load_watched(r.watch);
+  return v >= r.lo && v < r.hi;
+}
+
+bool ReadServer::parked() const {
+  for (const auto& c : conns_)
+    if (c->fd >= 0 && !c->out.empty() && waiting(c->out.front())) return true;
+  return false;
+}
+
 void ReadServer::withdraw(uint64_t token) {
   auto it = regions_.find(token);
   if (it == regions_.end()) return;
@@ -164,7 +185,8 @@ void ReadServer::withdraw(uint64_t token) {
   for (auto& c : conns_) {
     for (const Reply& r : c->out) {
       auto p = reinterpret_cast<uint64_t>(r.data);
-      if (r.len > 0 && p < end && p + r.len > addr) {
+      auto w = reinterpret_cast<uint64_t>(r.watch);
+      if ((r.len > 0 && p < end && p + r.len > addr) || (r.watch && w < end && w + 8 > addr)) {
         close_conn(*c);
         break;
       }
@@ -200,7 +222,7 @@ void ReadServer::add_fds(std::vector<pollfd>* fds) {
   for (int fd : listen_fds_) fds->push_back({fd, listen_ev, 0});
   for (const auto& c : conns_) {
     short ev = c->out.size() < kMaxQueued ? POLLIN : 0;
-    if (!c->out.empty()) ev |= POLLOUT;
+    if (!c->out.empty() && !waiting(c->out.front())) ev |= POLLOUT;  // a parked reply: nothing to write yet
     fds->push_back({c->fd, ev, 0});
   }
   fd_count_ = fds->size() - fd_base_;
@@ -312,13 +334,27 @@ void ReadServer::parse_requests(Conn& c) {
   for (; c.in.size() - pos >= kRequestBytes && c.out.size() < kMaxQueued; pos += kRequestBytes) {
     const char* q = c.in.data() + pos;
     uint64_t id = get64(q), addr = get64(q + 8), len = get64(q + 16), token = get64(q + 24);
+    const uint64_t watch_addr = get64(q + 32), watch_token = get64(q + 40);
     Reply r{};
     put64(r.header, id);
     uint32_t status = kNotServed;
+    auto inside = [this](uint64_t tok, uint64_t a, uint64_t n) {
+      auto in = regions_.find(tok);
+      if (in == regions_.end() || a < in->second.addr) return false;
+      const uint64_t off = a - in->second.addr;
+      return off <= in->second.len && n <= in->second.len - off;
+    };
     auto it = regions_.find(token);
-    if (it != regions_.end() && addr >= it->second.addr) {
-      const uint64_t off = addr - it->second.addr;
-      if (off <= it->second.len && len <= it->second.len - off) status = 0;
+    if (inside(token, addr, len)) status = 0;
+    // The watched word: 8 aligned bytes of a region this server serves, or the read fails.
+    if (status == 0 && watch_token != 0) {
+      if (watch_addr % 8 == 0 && inside(watch_token, watch_addr, 8)) {
+        r.watch = reinterpret_cast<const uint64_t*>(watch_addr);
+        r.lo = get64(q + 48);
+        r.hi = get64(q + 56);
+      } else {
+        status = kNotServed;
+      }
     }
     if (it != regions_.end() && !c.authed) {  // a token this server handed out: a credential
       count(c, -1);
@@ -331,7 +367,8 @@ void ReadServer::parse_requests(Conn& c) {
     r.len = status == 0 ? len : 0;
     put64(r.header + 8, r.len);
     std::memcpy(r.header + 16, &status, 4);
-    std::memset(r.header + 20, 0, 4);
+    const uint32_t flags = r.watch ? kTrailer : 0;
+    std::memcpy(r.header + 20, &flags, 4);
     c.out.push_back(r);
   }
   c.in.erase(0, pos);
@@ -341,17 +378,33 @@ bool ReadServer::write_replies(Conn& c) {
   while (!c.out.empty()) {
     iovec iov[64];
     int n = 0;
-    for (auto it = c.out.begin(); it != c.out.end() && n + 2 <= 64; ++it) {
+    for (auto it = c.out.begin(); it != c.out.end() && n + 3 <= 64; ++it) {
+      if (waiting(*it)) break;  // parked: it and the replies behind it wait for its word
       uint64_t s = it->sent;
       if (s < kReplyHeader) {
         iov[n++] = {it->header + s, kReplyHeader - s};
         s = kReplyHeader;
       }
-      if (it->len > s - kReplyHeader) {
+      const uint64_t data_end = kReplyHeader + it->len;
+      if (s < data_end) {
         uint64_t off = s - kReplyHeader;
         iov[n++] = {const_cast<char*>(it->data) + off, static_cast<size_t>(it->len - off)};
+        // The sample must be read after these bytes are in the socket: in a later call.
+        if (it->watch) break;
+        continue;
+      }
+      if (it->watch) {
+        if (!it->sampled) {
+          // The data was copied into the socket by an earlier sendmsg: the word read now is
+          // the seqlock's counter read after the data read.
+          std::atomic_thread_fence(std::memory_order_acquire);
+          put64(it->trailer, load_watched(it->watch));
+          it->sampled = true;
+        }
+        iov[n++] = {it->trailer + (s - data_end), static_cast<size_t>(kTrailerBytes - (s - data_end))};
       }
     }
+    if (n == 0) return true;  // the first reply is parked
     msghdr m{};
     m.msg_iov = iov;
     m.msg_iovlen = static_cast<size_t>(n);
@@ -364,11 +417,11 @@ bool ReadServer::write_replies(Conn& c) {
     if (left > 0) c.write_stuck = c.last_active = Clock::now();
     while (left > 0 && !c.out.empty()) {
       Reply& r = c.out.front();
-      uint64_t want = kReplyHeader + r.len - r.sent;
+      uint64_t want = r.total() - r.sent;
       uint64_t take = std::min(want, left);
       r.sent += take;
       left -= take;
-      if (r.sent == kReplyHeader + r.len) c.out.pop_front();
+      if (r.sent == r.total()) c.out.pop_front();
     }
   }
   return true;
@@ -417,13 +470,20 @@ bool ReadConnection::start_connect() {
   return true;
 }
 
-void ReadConnection::read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done) {
-  Op op{next_id_++, static_cast<char*>(local), len, std::move(done)};
-  char q[kRequestBytes];
+void ReadConnection::read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done,
+                          const ReadWatch* watch) {
+  Op op{next_id_++, static_cast<char*>(local), len, std::move(done), watch ? watch->sample : nullptr};
+  char q[kRequestBytes] = {};
   put64(q, op.id);
   put64(q + 8, remote);
   put64(q + 16, len);
   put64(q + 24, token);
+  if (watch) {
+    put64(q + 32, watch->addr);
+    put64(q + 40, watch->token);
+    put64(q + 48, watch->lo);
+    put64(q + 56, watch->hi);
+  }
   out_.append(q, sizeof q);
   ops_.push_back(std::move(op));
   if (connected_ && !flush()) {
@@ -497,10 +557,15 @@ bool ReadConnection::receive(std::vector<std::pair<Done, std::string>>* done) {
           error_ = "the source answered a read that was not asked for";
           return false;
         }
-        uint32_t status;
+        uint32_t status, flags;
         std::memcpy(&status, hdr_ + 16, 4);
+        std::memcpy(&flags, hdr_ + 20, 4);
         if (status == 0 && get64(hdr_ + 8) != ops_.front().len) {
           error_ = "the source answered a read with the wrong length";
+          return false;
+        }
+        if (status == 0 && ((flags & kTrailer) != 0) != (ops_.front().sample != nullptr)) {
+          error_ = "the source answered a read with a sample it was not asked for (or without one)";
           return false;
         }
         if (status != 0) {
@@ -510,21 +575,27 @@ bool ReadConnection::receive(std::vector<std::pair<Done, std::string>>* done) {
           hdr_got_ = 0;
         }
         data_got_ = 0;
+        trailer_got_ = 0;
         continue;
       }
     } else {
       Op& op = ops_.front();
-      if (data_got_ == op.len) {
+      const bool whole = data_got_ == op.len && (!op.sample || trailer_got_ == kTrailerBytes);
+      if (whole) {
+        if (op.sample) *op.sample = get64(trailer_);
         done->push_back({std::move(op.done), std::string()});
         ops_.pop_front();
         hdr_got_ = 0;
         continue;
       }
-      k = ::recv(fd_, op.dst + data_got_, static_cast<size_t>(op.len - data_got_), MSG_DONTWAIT);
-      if (k > 0) {
-        data_got_ += static_cast<uint64_t>(k);
-        continue;
+      if (data_got_ < op.len) {
+        k = ::recv(fd_, op.dst + data_got_, static_cast<size_t>(op.len - data_got_), MSG_DONTWAIT);
+        if (k > 0) data_got_ += static_cast<uint64_t>(k);
+      } else {
+        k = ::recv(fd_, trailer_ + trailer_got_, kTrailerBytes - trailer_got_, MSG_DONTWAIT);
+        if (k > 0) trailer_got_ += static_cast<size_t>(k);
       }
+      if (k > 0) continue;
     }
     if (k == 0) {
       error_ = "the source closed the connection";

@@ -5,6 +5,14 @@
 // answers a read by writing the bytes from its memory into the socket (one kernel copy) and
 // the reader receives them straight into its buffer; a dead or cancelled peer is a closed
 // socket on both sides, nothing more. Progress thread only; no UCX type, no thread.
+//
+// A read may *watch* an 8-byte word of the source (its progress counter, in a region it
+// serves): the source then holds the reply back while the word lies in [lo, hi) (the bytes
+// asked for are not there yet: a *parked* read), and after the last byte of the data has gone
+// into the socket it reads the word again and sends it behind the data (the *sample*). The
+// reader thus learns that bytes are ready, gets them, and gets the seqlock's vouch for them
+// (progress_counter.h: a counter read after the data read) in one message, with no round trip
+// of its own: a chain of readers forwards a chunk as soon as it has it, as a broadcast would.
 #pragma once
 
 #include <poll.h>
@@ -50,6 +58,16 @@ struct ReadServerLimits {
   std::chrono::milliseconds accept_pause{100};
 };
 
+// What a read watches (see the top of this file): the word at `addr` of the region served
+// under `token`; the reply waits while it lies in [lo, hi), and its value after the data is
+// written to *sample before the read completes.
+struct ReadWatch {
+  uint64_t addr = 0;
+  uint64_t token = 0;
+  uint64_t lo = 0, hi = 0;
+  uint64_t* sample = nullptr;
+};
+
 // Serves reads of the regions it was told about to every reader that connects.
 class ReadServer {
  public:
@@ -80,14 +98,23 @@ class ReadServer {
   [[nodiscard]] bool accepting() const { return Clock::now() >= paused_until_; }
   [[nodiscard]] size_t connection_limit() const { return max_conns_; }
   [[nodiscard]] uint64_t refused() const { return refused_; }  // connections closed at accept (caps)
+  // Some reply waits for its watched word (parked): the word may be moved by another thread,
+  // so the caller must not sleep long (the worker polls again within a millisecond).
+  [[nodiscard]] bool parked() const;
 
  private:
   struct Reply {
     char header[24];
     const char* data;
     uint64_t len;
-    uint64_t sent = 0;  // of header + data
+    uint64_t sent = 0;  // of header + data (+ trailer)
+    const uint64_t* watch = nullptr;  // the watched word (nullptr: no watch, no trailer)
+    uint64_t lo = 0, hi = 0;
+    char trailer[8];
+    bool sampled = false;  // trailer holds the word as it was after the data went out
+    [[nodiscard]] uint64_t total() const { return 24 + len + (watch ? 8 : 0); }
   };
+  static bool waiting(const Reply& r);  // parked: nothing sent yet and the word in [lo, hi)
   struct Conn {
     int fd = -1;
     uint32_t ip = 0;
@@ -135,7 +162,9 @@ class ReadConnection {
 
   // Queues a read of `len` bytes at `remote` into `local`. `done` is returned by a later
   // progress() or close(), never called from here.
-  void read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done);
+  // With `watch`, the source parks the reply while the watched word is in [lo, hi) and sends
+  // the word's value after the data (written to *watch->sample before `done`).
+  void read(void* local, uint64_t len, uint64_t remote, uint64_t token, Done done, const ReadWatch* watch = nullptr);
   [[nodiscard]] bool failed() const { return fd_ < 0; }
   [[nodiscard]] const std::string& error() const { return error_; }
   [[nodiscard]] size_t outstanding() const { return ops_.size(); }
@@ -153,6 +182,7 @@ class ReadConnection {
     char* dst;
     uint64_t len;
     Done done;
+    uint64_t* sample = nullptr;  // a trailer follows the data (the read watched a word)
   };
   bool start_connect();  // to addresses_[next_]; false when none is left
   bool flush();
@@ -170,6 +200,8 @@ class ReadConnection {
   char hdr_[24];
   size_t hdr_got_ = 0;
   uint64_t data_got_ = 0;
+  char trailer_[8];
+  size_t trailer_got_ = 0;
   long fd_index_ = -1;  // its entry in the vector add_fds filled
 };
 

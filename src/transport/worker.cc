@@ -42,6 +42,7 @@ std::string status_text(ucs_status_t st) { return ucs_status_string(st); }
 // worker's event fd is armed, so completions wake the thread anyway). At 1 ms a chain of 8
 // readers woke 8000 times a second for nothing (docs/pipeline.md, "busy sleep").
 constexpr auto kBusySleep = std::chrono::microseconds(10000);
+constexpr auto kParkedPoll = std::chrono::microseconds(1000);
 // ucp_worker_arm says BUSY while UCX cannot sleep: sends wait for room in a peer's
 // shared-memory FIFO (a source answering emulated gets), or an event is half delivered. The
 // thread keeps progressing then. Only when BUSY lasts this long with nothing progressed does it
@@ -328,6 +329,9 @@ void Worker::Impl::loop() {
         timers.merge(pending_timers);
       }
       if (!timers.empty() && timers.begin()->first < until) until = timers.begin()->first;
+      // A parked socket read waits for a counter that the copy engine may move (staging
+      // behind a publish) without waking this thread: look again within a millisecond.
+      if (server && server->parked()) until = std::min<Clock::time_point>(until, now + kParkedPoll);
       sleep_until(until);
     }
   }
@@ -655,6 +659,21 @@ bool Worker::detects_local_peer_failure() const { return impl_->local_failure_de
 bool Worker::reads_cancel_cleanly(const std::shared_ptr<Peer>& peer) const { return peer->proc && !peer->ep; }
 
 ReadPath Worker::read_path(const Peer& peer, const RemoteKey& key) { return read_path_for(peer, key).kind; }
+
+bool Worker::watches(const Peer& peer, const RemoteKey& key, const RemoteKey& word_key) {
+  return read_path_for(peer, key).read_watched != nullptr && key.token() != 0 && word_key.token() != 0;
+}
+
+void Worker::get_watched(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote,
+                         const RemoteKey& key, const Watch& watch, GetCallback cb) {
+  const ReadPathOps& path = read_path_for(*peer, key);
+  if (peer->failed || !path.read_watched || !watch.key || !watch.sample) {
+    std::string err = peer->failed ? "peer failed: " + peer->error : "this path cannot watch the source's counter";
+    impl_->post([cb = std::move(cb), err = std::move(err)] { cb(false, err); });
+    return;
+  }
+  path.read_watched(*impl_, peer, local, len, remote, key, watch, std::move(cb));
+}
 
 bool Worker::across(const Peer& peer) { return peer.across; }
 

@@ -121,6 +121,21 @@ class Worker {
            const RemoteKey& key, GetCallback cb);
   // The path get() takes for reads of `key`'s memory at `peer`.
   [[nodiscard]] static ReadPath read_path(const Peer& peer, const RemoteKey& key);
+  // A get that watches an 8-byte word of the same source (its progress counter, at `remote`
+  // in `key`'s memory): the source holds the read back while the word lies in [lo, hi), and
+  // stores the word's value as it was after the data was read into *sample before `cb` runs
+  // (socket_reads.h: a parked read, and the seqlock's vouch with the data). Only where
+  // watches() says so.
+  struct Watch {
+    uint64_t remote = 0;
+    const RemoteKey* key = nullptr;
+    uint64_t lo = 0, hi = 0;
+    uint64_t* sample = nullptr;
+  };
+  void get_watched(const std::shared_ptr<Peer>& peer, void* local, size_t len, uint64_t remote, const RemoteKey& key,
+                   const Watch& watch, GetCallback cb);
+  // True when the path of reads of `key`'s memory at `peer` can watch a word of `word_key`'s.
+  [[nodiscard]] static bool watches(const Peer& peer, const RemoteKey& key, const RemoteKey& word_key);
   // True when `peer` is in another datacenter than this worker (WorkerOptions::datacenter):
   // its reads then take the WAN path (WorkerOptions::wan).
   [[nodiscard]] static bool across(const Peer& peer);

@@ -34,8 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kGuardMs = 5000;  // a hang guard, never a pass criterion
-constexpr char kGreeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x04};  // socket_reads.cc
-constexpr size_t kRequestBytes = 32, kReplyHeader = 24;
+constexpr char kGreeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x05};  // socket_reads.cc
+constexpr size_t kRequestBytes = 64, kReplyHeader = 24;
+constexpr uint32_t kTrailer = 1;  // reply flag: the watched word follows the data
 constexpr char kCanary = static_cast<char>(0xee);
 
 std::string hex_head(const std::string& s) {
@@ -294,10 +295,48 @@ void ReadServerFuzzer::run(uint64_t sessions, Outcome* out) {
         case 5: addr = UINT64_MAX - pick(rng, 16); len = 1 + pick(rng, 64); break;   // wraps
         default: break;
       }
+      // The watch (socket_reads.h): mostly none (its other fields then garbage now and then), a
+      // word of a region with the range beside it (served, the word behind the data) or around
+      // it (parked: nothing more on this connection), or a word it does not serve.
+      uint64_t waddr = 0, wtoken = 0, lo = 0, hi = 0;
+      const State::Region& wr = s.regions[pick(rng, 2)];  // a served region
+      const uint64_t word_at = (wr.addr + 7) / 8 * 8 + 8 * pick(rng, (wr.len - 16) / 8);
+      uint64_t word = 0;
+      std::memcpy(&word, reinterpret_cast<const void*>(word_at), 8);
+      switch (pick(rng, 12)) {
+        case 0:
+        case 1:
+          waddr = word_at, wtoken = wr.token;
+          lo = word + 1 + pick(rng, 4), hi = lo + pick(rng, 1000);  // above it (or empty)
+          if (chance(rng, 2) && word > 0) lo = 0, hi = word;        // below it
+          break;
+        case 2:
+          waddr = word_at, wtoken = wr.token;
+          lo = word - std::min<uint64_t>(word, pick(rng, 100)), hi = word + 1 + pick(rng, 100);
+          break;
+        case 3:
+          waddr = word_at + 1 + pick(rng, 7), wtoken = wr.token;  // misaligned
+          break;
+        case 4:
+          waddr = word_at, wtoken = chance(rng, 2) ? rng() | 1 : s.regions[2].token;  // not served
+          break;
+        case 5:
+          waddr = wr.addr + wr.len - pick(rng, 8), wtoken = wr.token;  // past the end
+          if (chance(rng, 2)) waddr = interesting(rng, Kind::kU64);
+          break;
+        case 6:
+          waddr = rng(), lo = rng(), hi = rng();  // no token: not a watch
+          break;
+        default: break;
+      }
       put64(&stream, chance(rng, 8) ? interesting(rng, Kind::kU64) : i + 1);
       put64(&stream, addr);
       put64(&stream, len);
       put64(&stream, token);
+      put64(&stream, waddr);
+      put64(&stream, wtoken);
+      put64(&stream, lo);
+      put64(&stream, hi);
       if (chance(rng, 64)) stream += seeded_bytes(rng, 1 + pick(rng, 40));  // misaligns the rest
     }
     if (chance(rng, 8)) stream += seeded_bytes(rng, 1 + pick(rng, kRequestBytes - 1));  // a request cut short
@@ -305,19 +344,31 @@ void ReadServerFuzzer::run(uint64_t sessions, Outcome* out) {
     const bool greeted = stream.size() >= sizeof kGreeting && std::memcmp(stream.data(), kGreeting, sizeof kGreeting) == 0;
     std::string expect;
     uint64_t requests = 0, refused = 0;
+    bool parked = false;  // a request waits for its word: nothing after it is answered
     if (greeted) {
-      for (size_t p = sizeof kGreeting; stream.size() - p >= kRequestBytes; p += kRequestBytes) {
+      for (size_t p = sizeof kGreeting; stream.size() - p >= kRequestBytes && !parked; p += kRequestBytes) {
         const char* q = stream.data() + p;
         uint64_t id = get64(q), addr = get64(q + 8), len = get64(q + 16), token = get64(q + 24);
-        const bool ok = s.served(addr, len, token);
+        const uint64_t waddr = get64(q + 32), wtoken = get64(q + 40), lo = get64(q + 48), hi = get64(q + 56);
+        bool ok = s.served(addr, len, token);
+        const bool watched = ok && wtoken != 0;
+        if (watched && (waddr % 8 != 0 || !s.served(waddr, 8, wtoken))) ok = false;
+        uint64_t word = 0;
+        if (ok && watched) std::memcpy(&word, reinterpret_cast<const void*>(waddr), 8);
         requests++;
         if (!ok) refused++;
+        if (ok && watched && word >= lo && word < hi) {
+          parked = true;
+          out->answers["requests parked (the session ends waiting)"]++;
+          break;
+        }
         put64(&expect, id);
         put64(&expect, ok ? len : 0);
-        const uint32_t status = ok ? 0 : 1;
+        const uint32_t status = ok ? 0 : 1, flags = ok && watched ? kTrailer : 0;
         expect.append(reinterpret_cast<const char*>(&status), 4);
-        expect.append(4, '\0');
+        expect.append(reinterpret_cast<const char*>(&flags), 4);
         if (ok) expect.append(reinterpret_cast<const char*>(addr), len);
+        if (ok && watched) put64(&expect, word);
       }
     }
     out->inputs++;
@@ -428,6 +479,10 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
     std::vector<size_t> at(k);
     for (size_t i = 0, p = kGap; i < k; p += lens[i] + kGap, ++i) at[i] = p;
     // The server's answer: a right one per read (some "not served"), then mutated.
+    // Some reads watch a word of the source: a served answer then has the trailer flag and
+    // the word behind the data.
+    std::vector<bool> watched(k);
+    for (size_t i = 0; i < k; ++i) watched[i] = chance(rng, 2);
     std::string stream;
     std::vector<std::string> data(k);
     for (size_t i = 0; i < k; ++i) {
@@ -436,8 +491,12 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
       put64(&stream, served ? lens[i] : (chance(rng, 2) ? 0 : rng()));
       const uint32_t status = served ? 0 : (chance(rng, 2) ? 1 : static_cast<uint32_t>(rng()) | 1);
       stream.append(reinterpret_cast<const char*>(&status), 4);
-      stream.append(4, chance(rng, 8) ? 'x' : '\0');
+      // Flags: the trailer bit as the read asks (now and then the other), other bits garbage.
+      uint32_t flags = chance(rng, 8) ? 0x78787878u : 0;
+      if (served && watched[i] != chance(rng, 16)) flags |= kTrailer;
+      stream.append(reinterpret_cast<const char*>(&flags), 4);
       if (served) stream += seeded_bytes(rng, lens[i]);
+      if (served && (flags & kTrailer)) put64(&stream, rng());
     }
     switch (pick(rng, 10)) {
       case 0: stream.resize(pick(rng, stream.size() + 1)); break;                       // cut short
@@ -447,9 +506,10 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
         const size_t target = pick(rng, k);
         size_t h = 0;
         for (size_t i = 0; i < target; ++i) {
-          uint32_t status;
+          uint32_t status, flags;
           std::memcpy(&status, stream.data() + h + 16, 4);
-          h += kReplyHeader + (status == 0 ? lens[i] : 0);
+          std::memcpy(&flags, stream.data() + h + 20, 4);
+          h += kReplyHeader + (status == 0 ? lens[i] + ((flags & kTrailer) ? 8 : 0) : 0);
         }
         const uint64_t near = chance(rng, 2) ? lens[target] + 1 : (lens[target] ? lens[target] - 1 : 1);
         const uint64_t v = chance(rng, 2) ? interesting(rng, Kind::kU64) : near;
@@ -462,23 +522,28 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
     // The oracle: how the reader must read that stream (socket_reads.h's protocol).
     std::vector<int> want(k, 0);  // 1: succeeds with the bytes sent, -1: fails
     std::vector<std::string> want_bytes(k);
+    std::vector<uint64_t> want_sample(k, 0);
     {
       size_t p = 0, i = 0;
       for (; i < k; ++i) {
         if (stream.size() - p < kReplyHeader) break;
         const char* h = stream.data() + p;
-        uint32_t status;
+        uint32_t status, flags;
         std::memcpy(&status, h + 16, 4);
+        std::memcpy(&flags, h + 20, 4);
         if (get64(h) != i + 1) break;
         if (status != 0) {
           want[i] = -1;
           p += kReplyHeader;
           continue;
         }
-        if (get64(h + 8) != lens[i] || stream.size() - p - kReplyHeader < lens[i]) break;
+        if (get64(h + 8) != lens[i] || ((flags & kTrailer) != 0) != watched[i]) break;
+        const uint64_t body = lens[i] + (watched[i] ? 8 : 0);
+        if (stream.size() - p - kReplyHeader < body) break;
         want[i] = 1;
         want_bytes[i] = stream.substr(p + kReplyHeader, lens[i]);
-        p += kReplyHeader + lens[i];
+        if (watched[i]) want_sample[i] = get64(stream.data() + p + kReplyHeader + lens[i]);
+        p += kReplyHeader + body;
       }
       for (; i < k; ++i) want[i] = -1;  // the connection fails under them
     }
@@ -487,10 +552,13 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
     // Run both ends: the reader's progress and the hostile server's writes, in this thread.
     transport::ReadConnection reader(transport::SocketEndpoint{s.port, {htonl(INADDR_LOOPBACK)}});
     std::vector<int> got(k, 0);
-    for (size_t i = 0; i < k; ++i)
-      reader.read(mem.data() + at[i], lens[i], 0x1000 * (i + 1), 42, [&got, i](bool ok, const std::string& e) {
-        got[i] = ok && e.empty() ? 1 : -1;
-      });
+    std::vector<uint64_t> samples(k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      transport::ReadWatch w{0x9000 + 8 * i, 43, i, i + 1, &samples[i]};
+      reader.read(
+          mem.data() + at[i], lens[i], 0x1000 * (i + 1), 42,
+          [&got, i](bool ok, const std::string& e) { got[i] = ok && e.empty() ? 1 : -1; }, watched[i] ? &w : nullptr);
+    }
     int conn = -1;
     size_t asked = 0, sent = 0;
     std::string requests;
@@ -506,7 +574,7 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
       fds.clear();
       reader.add_fds(&fds);
       const size_t server_at = fds.size();
-      fds.push_back({conn >= 0 ? conn : conn == -1 ? s.listen_fd : -1, static_cast<short>(conn >= 0 && asked >= 8 + 32 * k ? POLLOUT : POLLIN), 0});
+      fds.push_back({conn >= 0 ? conn : conn == -1 ? s.listen_fd : -1, static_cast<short>(conn >= 0 && asked >= 8 + kRequestBytes * k ? POLLOUT : POLLIN), 0});
       ::poll(fds.data(), fds.size(), 10);
       reader.progress(fds, &completions);
       for (auto& [cb, e] : completions) cb(e.empty(), e);
@@ -514,19 +582,19 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
       const short re = fds[server_at].revents;
       if (conn == -1 && (re & POLLIN)) {
         conn = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      } else if (conn >= 0 && asked < 8 + 32 * k && (re & POLLIN)) {
+      } else if (conn >= 0 && asked < 8 + kRequestBytes * k && (re & POLLIN)) {
         char buf[4096];
         ssize_t r = ::recv(conn, buf, sizeof buf, 0);
         if (r > 0) {
           requests.append(buf, static_cast<size_t>(r));
           asked += static_cast<size_t>(r);
         }
-      } else if (conn >= 0 && asked >= 8 + 32 * k && sent < stream.size() && (re & POLLOUT)) {
+      } else if (conn >= 0 && asked >= 8 + kRequestBytes * k && sent < stream.size() && (re & POLLOUT)) {
         size_t piece = std::min(stream.size() - sent, 1 + static_cast<size_t>(pick(rng, 3000)));
         ssize_t w = ::send(conn, stream.data() + sent, piece, MSG_NOSIGNAL);
         if (w > 0) sent += static_cast<size_t>(w);
       }
-      if (conn >= 0 && asked >= 8 + 32 * k && sent == stream.size()) {
+      if (conn >= 0 && asked >= 8 + kRequestBytes * k && sent == stream.size()) {
         ::close(conn);  // the whole answer is out: the server goes
         conn = -2;
       }
@@ -537,12 +605,16 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
       continue;
     }
     // The reader asked what it was told to, greeting first.
-    if (requests.size() < 8 + 32 * k || std::memcmp(requests.data(), kGreeting, 8) != 0) {
+    if (requests.size() < 8 + kRequestBytes * k || std::memcmp(requests.data(), kGreeting, 8) != 0) {
       finding("the reader's requests are not the protocol's");
     } else {
       for (size_t i = 0; i < k; ++i) {
-        const char* q = requests.data() + 8 + 32 * i;
-        if (get64(q) != i + 1 || get64(q + 8) != 0x1000 * (i + 1) || get64(q + 16) != lens[i] || get64(q + 24) != 42)
+        const char* q = requests.data() + 8 + kRequestBytes * i;
+        const bool watch_ok = watched[i] ? get64(q + 32) == 0x9000 + 8 * i && get64(q + 40) == 43 &&
+                                               get64(q + 48) == i && get64(q + 56) == i + 1
+                                         : get64(q + 40) == 0;
+        if (get64(q) != i + 1 || get64(q + 8) != 0x1000 * (i + 1) || get64(q + 16) != lens[i] || get64(q + 24) != 42 ||
+            !watch_ok)
           finding("request " + std::to_string(i) + " is not the read asked for");
       }
     }
@@ -553,6 +625,8 @@ void ReadClientFuzzer::run(uint64_t sessions, Outcome* out) {
                 ": " + hex_head(stream));
       } else if (got[i] > 0 && std::memcmp(mem.data() + at[i], want_bytes[i].data(), lens[i]) != 0) {
         finding("read " + std::to_string(i) + " holds other bytes than the server sent");
+      } else if (got[i] > 0 && watched[i] && samples[i] != want_sample[i]) {
+        finding("read " + std::to_string(i) + " brought another word than the server sent behind its data");
       }
       if (got[i] < 0) out->refused++;
     }

@@ -92,6 +92,70 @@ TEST(SocketReadsTest, WithdrawnRegionIsNeverReadAgain) {
   EXPECT_FALSE(second);
 }
 
+// A watched read (socket_reads.h) is parked while the watched word lies in [lo, hi): nothing
+// of it, nor of the reads behind it, is sent. Once the word leaves the range the data comes,
+// and behind it the word's value as read after the data went out. A watch of a word the
+// server does not serve (another token, misaligned, past the region) is refused like a bad
+// read, and the connection stays.
+TEST(SocketReadsTest, WatchedReadParksUntilTheWordLeavesTheRangeAndBringsIt) {
+  std::vector<char> mem(1 << 20);
+  for (size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<char>(i * 7);
+  alignas(8) uint64_t word = 5;
+  ReadServer server({htonl(INADDR_LOOPBACK)});
+  const auto base = reinterpret_cast<uint64_t>(mem.data()), waddr = reinterpret_cast<uint64_t>(&word);
+  server.serve(base, mem.size(), 11);
+  server.serve(waddr, sizeof word, 12);
+  ReadConnection r(loopback(server));
+  std::vector<char> dst(mem.size(), 0);
+  uint64_t sample = 0, unused = 0;
+  int parked_done = 0, behind_done = 0;
+  ReadWatch w{waddr, 12, 0, 100, &sample};
+  r.read(dst.data(), 4096, base, 11, [&](bool ok, const std::string&) { parked_done = ok ? 1 : -1; }, &w);
+  r.read(dst.data() + 4096, 4096, base + 4096, 11, [&](bool ok, const std::string&) { behind_done = ok ? 1 : -1; });
+  // Parked: a hundred rounds of polling bring nothing, and the server says so.
+  drive(server, {&r}, [] { return false; }, 5);
+  EXPECT_EQ(parked_done, 0);
+  EXPECT_EQ(behind_done, 0) << "a read behind a parked one was answered before it";
+  EXPECT_TRUE(server.parked());
+  EXPECT_EQ(dst[5], 0);
+  // The word passes the range's end: the read is served, then the one behind it.
+  __atomic_store_n(&word, uint64_t{100}, __ATOMIC_RELEASE);
+  ASSERT_TRUE(drive(server, {&r}, [&] { return parked_done != 0 && behind_done != 0; }));
+  EXPECT_EQ(parked_done, 1);
+  EXPECT_EQ(behind_done, 1);
+  EXPECT_EQ(sample, 100u);
+  EXPECT_FALSE(server.parked());
+  EXPECT_EQ(std::memcmp(dst.data(), mem.data(), 8192), 0);
+  // A word outside the range at once (below it too: another fill) is served at once with it.
+  ReadWatch below{waddr, 12, 200, 300, &sample};
+  int done = 0;
+  r.read(dst.data(), 100, base, 11, [&](bool ok, const std::string&) { done = ok ? 1 : -1; }, &below);
+  ASSERT_TRUE(drive(server, {&r}, [&] { return done != 0; }));
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(sample, 100u);
+  // Watches of words it does not serve: refused, the connection kept.
+  std::vector<ReadWatch> bad = {{waddr, 11, 0, 1, &unused},        // the word under another region's token
+                                {waddr, 99, 0, 1, &unused},        // a token it never handed out
+                                {base + 3, 11, 0, 1, &unused},     // misaligned
+                                {base + mem.size(), 11, 0, 1, &unused}};  // past the region
+  int refused = 0, answered = 0;
+  for (auto& b : bad)
+    r.read(dst.data(), 100, base, 11, [&](bool ok, const std::string&) { ++(ok ? answered : refused); }, &b);
+  ASSERT_TRUE(drive(server, {&r}, [&] { return refused + answered == 4; }));
+  EXPECT_EQ(refused, 4);
+  EXPECT_FALSE(r.failed());
+  // The region of a parked read's word withdrawn: that connection is closed, its read fails.
+  ReadWatch again{waddr, 12, 0, 1000, &sample};
+  done = 0;
+  r.read(dst.data(), 100, base, 11, [&](bool ok, const std::string&) { done = ok ? 1 : -1; }, &again);
+  drive(server, {&r}, [] { return false; }, 3);
+  ASSERT_TRUE(server.parked());
+  server.withdraw(12);
+  ASSERT_TRUE(drive(server, {&r}, [&] { return done != 0; }));
+  EXPECT_EQ(done, -1);
+  EXPECT_FALSE(server.parked());
+}
+
 // The server listens on the addresses it advertises and nowhere else (not INADDR_ANY): a
 // reader reaches it on each of them, and a connect to another local address of the host is
 // refused. Linux answers for all of 127/8 on lo, so 127.0.0.3 is such an address.
@@ -229,9 +293,10 @@ TEST(SocketReadsTest, RepliesNotTakenForTheWriteDeadlineCloseTheConnection) {
   server.serve(reinterpret_cast<uint64_t>(mem.data()), mem.size(), 8);
   int fd = raw_connect(server);
   ASSERT_GE(fd, 0);
-  const char greeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x04};
+  const char greeting[8] = {'T', 'H', 'R', 'D', 0x01, 0x02, 0x03, 0x05};
   std::string req(greeting, 8);
-  for (uint64_t v : {uint64_t{1}, reinterpret_cast<uint64_t>(mem.data()), uint64_t{mem.size()}, uint64_t{8}})
+  for (uint64_t v : {uint64_t{1}, reinterpret_cast<uint64_t>(mem.data()), uint64_t{mem.size()}, uint64_t{8}, uint64_t{0},
+                     uint64_t{0}, uint64_t{0}, uint64_t{0}})
     req.append(reinterpret_cast<const char*>(&v), 8);
   ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
   ASSERT_TRUE(drive(server, {}, [&] { return server.connections() == 1 && server.pending() == 0; }, 100));
@@ -314,6 +379,81 @@ TEST(SocketReadsTest, WorkerReadsOverSocketsAndSurvivesACancelledReader) {
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
   reader.reset();
   region.reset();
+}
+
+// Through the Worker: a watched get over sockets waits while the source's word is in the
+// range, although nothing wakes the source's progress thread when another thread stores it
+// (it looks again within a millisecond), and brings the word; a peer read another way (a
+// process read on this host) cannot watch, and says so.
+TEST(SocketReadsTest, WorkerWatchedGetWaitsForTheSourcesCounterMovedByAnotherThread) {
+  WorkerOptions o;
+  o.tls = "tcp,self";
+  auto source = Worker::create(o);
+  auto reader = Worker::create(o);
+  std::vector<unsigned char> src(1 << 20), dst(src.size(), 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 29 + 3);
+  alignas(8) static uint64_t counter = 0;
+  __atomic_store_n(&counter, uint64_t{10}, __ATOMIC_RELEASE);
+  auto region = source->map(src.data(), src.size());
+  auto word = source->map(&counter, sizeof counter);
+  std::promise<std::pair<bool, uint64_t>> done;
+  auto f = done.get_future();
+  uint64_t sample = 0;
+  bool watches = false;
+  std::shared_ptr<Peer> peer;
+  std::shared_ptr<RemoteKey> key, wkey;
+  reader->call([&] {
+    peer = reader->peer(source->address(), true);
+    key = reader->remote_key(peer, region->packed_rkey());
+    wkey = reader->remote_key(peer, word->packed_rkey());
+    watches = Worker::watches(*peer, *key, *wkey);
+    if (!watches) return;
+    Worker::Watch w{word->address(), wkey.get(), 0, 100, &sample};
+    reader->get_watched(peer, dst.data(), dst.size(), region->address(), *key, w,
+                        [&](bool ok, const std::string&) { done.set_value({ok, sample}); });
+  });
+  ASSERT_TRUE(watches) << "a peer read over sockets can watch its counter";
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout) << "served while parked";
+  __atomic_store_n(&counter, uint64_t{100}, __ATOMIC_RELEASE);  // not the source's progress thread
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto [ok, got] = f.get();
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(got, 100u);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
+  reader->call([&] {
+    key.reset();
+    wkey.reset();
+    peer.reset();
+  });
+
+  // A source on this host read with process reads (UCX's default transports): no watch.
+  auto local_src = Worker::create(WorkerOptions{});
+  auto local_rdr = Worker::create(WorkerOptions{});
+  auto r2 = local_src->map(src.data(), src.size());
+  auto w2 = local_src->map(&counter, sizeof counter);
+  bool local_watches = true;
+  std::string err;
+  std::promise<void> failed;
+  auto ff = failed.get_future();
+  local_rdr->call([&] {
+    peer = local_rdr->peer(local_src->address(), false);
+    key = local_rdr->remote_key(peer, r2->packed_rkey());
+    wkey = local_rdr->remote_key(peer, w2->packed_rkey());
+    local_watches = Worker::watches(*peer, *key, *wkey);
+    Worker::Watch w{w2->address(), wkey.get(), 0, 1000, &sample};
+    local_rdr->get_watched(peer, dst.data(), 64, r2->address(), *key, w, [&](bool ok, const std::string& e) {
+      err = ok ? "" : e;
+      failed.set_value();
+    });
+  });
+  ASSERT_EQ(ff.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_FALSE(local_watches);
+  EXPECT_NE(err.find("cannot watch"), std::string::npos) << err;
+  local_rdr->call([&] {
+    key.reset();
+    wkey.reset();
+    peer.reset();
+  });
 }
 
 }  // namespace

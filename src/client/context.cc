@@ -28,6 +28,7 @@ ContextConfig ContextConfig::from_info(const InfoMap& info) {
   c.verify = info.get<info_key("verify")>();
   c.chunk_size = info.get<info_key("chunk_size")>();
   c.pipeline_chunk_size = info.get<info_key("pipeline_chunk_size")>();
+  c.parked_reads = info.get<info_key("parked_reads")>();
   c.max_inflight = static_cast<int>(info.get<info_key("max_inflight")>());
   c.timeout_ms = info.get<info_key("timeout_ms")>();
   c.heartbeat_ms = static_cast<int>(info.get<info_key("heartbeat_ms")>());

@@ -294,6 +294,7 @@ void Model::Core::act(const BeginTransfer& a) {
   }
   ts.fill = live.fill_writer();
   ts.verify = cfg.verify;
+  ts.parked_reads = cfg.parked_reads;
   // A reader of a partial source can ask only for what its source holds, and the next hop
   // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
   ts.chunk_size = a.source_partial ? std::min(cfg.chunk_size, cfg.pipeline_chunk_size) : cfg.chunk_size;

@@ -55,7 +55,7 @@ class Job : public std::enable_shared_from_this<Job> {
  private:
   void run(std::vector<TransferStep> steps);
   void carry_out(const TransferStep& step);
-  void issue(uint64_t off, uint64_t len);
+  void issue(const ReadChunk& c);
   size_t remote_segment(uint64_t off) const;
   void finish(const TransferFinish& f);
   void watchdog();
@@ -145,6 +145,11 @@ void Job::start() {
     counter_key_ = w_.remote_key(counter_peer_, s_.source.counter.rkey);
     hash_key_ = w_.remote_key(counter_peer_, s_.source.hashes.rkey);
     clean_cancel_ = w_.reads_cancel_cleanly(peer_) && w_.reads_cancel_cleanly(counter_peer_);
+    // Chunk reads that park at the source and bring its counter, where the path can
+    // (info key parked_reads).
+    bool watch = s_.parked_reads;
+    for (const auto& k : keys_) watch = watch && Worker::watches(*peer_, *k, *counter_key_);
+    if (watch) m_->watch_reads();
   } catch (const Error& e) {
     return run(m_->fail(Code::kTransport, e.what(), true, now_us()));
   }
@@ -170,7 +175,7 @@ void Job::run(std::vector<TransferStep> steps) {
 void Job::carry_out(const TransferStep& step) {
   auto self = shared_from_this();
   if (const auto* c = std::get_if<ReadChunk>(&step)) {
-    issue(c->off, c->len);
+    issue(*c);
   } else if (const auto* h = std::get_if<ReadHashes>(&step)) {
     const uint64_t upto = h->upto;
     w_.get(counter_peer_, m_->hash_words() + h->first, h->words * sizeof(uint64_t),
@@ -197,17 +202,29 @@ size_t Job::remote_segment(uint64_t off) const {
   return static_cast<size_t>(it - remote_off_.begin()) - 1;
 }
 
-void Job::issue(uint64_t off, uint64_t len) {
+void Job::issue(const ReadChunk& c) {
+  const uint64_t off = c.off, len = c.len;
   const Segment& l = s_.local->segments()[s_.local->find(off)];
   size_t ri = remote_segment(off);
   auto self = shared_from_this();
   last_path_ = transport::Worker::read_path(*peer_, *keys_[ri]);
   const auto path = static_cast<size_t>(last_path_);
-  w_.get(peer_, l.addr + (off - l.offset), len, s_.source.segments[ri].addr + (off - remote_off_[ri]), *keys_[ri],
-         [self, off, len, path](bool ok, const std::string& err) {
-           if (ok && !self->finished_) self->path_bytes_[path] += len;
-           self->run(self->m_->on_chunk(off, len, ok, err, now_us()));
-         });
+  void* dst = l.addr + (off - l.offset);
+  const uint64_t remote = s_.source.segments[ri].addr + (off - remote_off_[ri]);
+  if (c.park_hi != 0) {
+    auto sample = std::make_shared<uint64_t>(0);
+    Worker::Watch watch{s_.source.counter.addr, counter_key_.get(), c.park_lo, c.park_hi, sample.get()};
+    w_.get_watched(peer_, dst, len, remote, *keys_[ri], watch,
+                   [self, off, len, path, sample](bool ok, const std::string& err) {
+                     if (ok && !self->finished_) self->path_bytes_[path] += len;
+                     self->run(self->m_->on_chunk(off, len, ok, err, now_us(), ok ? sample.get() : nullptr));
+                   });
+    return;
+  }
+  w_.get(peer_, dst, len, remote, *keys_[ri], [self, off, len, path](bool ok, const std::string& err) {
+    if (ok && !self->finished_) self->path_bytes_[path] += len;
+    self->run(self->m_->on_chunk(off, len, ok, err, now_us()));
+  });
 }
 
 // Gets to a dead or stuck source may never complete (no peer failure handling over shared

@@ -63,17 +63,35 @@ void TransferMachine::pump() {
     if (inflight_ == 0 && !counter_pending_) finish();
     return;
   }
-  while (inflight_ < p_.max_inflight && issued_ < ready_) {
+  // Watched reads are asked for up to the end of the stream: the source parks those it does
+  // not hold yet (not before its counter was seen at our fill: a source that may lag shows an
+  // earlier one at first, and a read parked on it would be answered at once).
+  const uint64_t limit = parking() ? p_.total : ready_;
+  while (inflight_ < p_.max_inflight && issued_ < limit) {
     // A read stays inside one segment of either side (they may cut the same stream
     // differently: direct vs copy mode).
-    const uint64_t len = std::min({p_.chunk_size, next_cut(issued_) - issued_, ready_ - issued_});
-    out_.emplace_back(ReadChunk{issued_, len});
+    const uint64_t len = std::min({p_.chunk_size, next_cut(issued_) - issued_, limit - issued_});
+    ReadChunk c{issued_, len};
+    if (p_.watched) {
+      c.park_lo = counter_value(p_.epoch, 0);
+      c.park_hi = counter_value(p_.epoch, issued_ + len);
+    }
+    out_.emplace_back(c);
     inflight_++;
     gets_++;
     issued_ += len;
   }
   fetch_hashes();
   if (counter_pending_) return;
+  if (parking()) {
+    // The chunks bring their own vouch; only checksums read on the other lane need a read.
+    // A source that stops is found by the watchdog (stall_timeout), as a polled one is.
+    // (And a sample that vouched for less than had landed, from a source whose counter went
+    // back within a fill, is read again once nothing is in flight, not waited on.)
+    if (hash_landed_ > hash_checked_ || (flag_landed_ && !flag_checked_) || (inflight_ == 0 && prefix_ > checked_))
+      poll_counter();
+    return;
+  }
   if (ready_ < p_.total) {
     // Follow a partial source's counter once everything it holds has been asked for (while
     // the window is full, a landing chunk brings us back here first). Read it at once, then
@@ -93,7 +111,7 @@ void TransferMachine::pump() {
 }
 
 std::vector<TransferStep> TransferMachine::on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err,
-                                                    int64_t now_us) {
+                                                    int64_t now_us, const uint64_t* sample) {
   clock(now_us);
   inflight_--;
   if (finished_) return take();  // abandoned by the watchdog
@@ -109,6 +127,17 @@ std::vector<TransferStep> TransferMachine::on_chunk(uint64_t off, uint64_t len, 
     prefix_ = completed_.begin()->second;
     completed_.erase(completed_.begin());
   }
+  if (sample) {
+    // Read after this chunk's bytes, and after those of every chunk asked for before it.
+    if (!take_counter(*sample, std::min(prefix_, off + len), 0, false, now_us)) {
+      pump();
+      return take();
+    }
+    if (held_ == p_.total) {
+      finish();
+      return take();
+    }
+  }
   pump();
   return take();
 }
@@ -118,6 +147,7 @@ std::vector<TransferStep> TransferMachine::on_chunk(uint64_t off, uint64_t len, 
 // first time.
 void TransferMachine::fetch_hashes() {
   if (hash_pending_ || finished_ || fail_code_ != Code::kSuccess) return;
+  if (flag_checked_ && hashes_[0] != 1) return;  // published without checksums: nothing more to read
   const uint64_t want = blocks_within(ready_);
   if (flag_landed_ && want <= hash_issued_) return;
   if (!flag_landed_ && ready_ == 0 && p_.partial) return;  // its region may not be set up yet
@@ -207,6 +237,20 @@ std::vector<TransferStep> TransferMachine::on_counter(bool ok, uint64_t value, c
     pump();
     return take();
   }
+  if (!take_counter(value, probe_, probe_hashes_, probe_flag_, now_us)) {
+    pump();
+    return take();
+  }
+  if (held_ == p_.total) {
+    finish();
+  } else {
+    pump();
+  }
+  return take();
+}
+
+bool TransferMachine::take_counter(uint64_t value, uint64_t probe, uint64_t probe_hashes, bool probe_flag,
+                                   int64_t now_us) {
   if (counter_epoch(value) == p_.epoch && p_.epoch != 0) {
     seen_fill_ = true;
     const uint64_t n = std::min(counter_bytes(value), p_.total);
@@ -215,38 +259,29 @@ std::vector<TransferStep> TransferMachine::on_counter(bool ok, uint64_t value, c
                   "the source was granted as a complete holder but its progress counter shows " + std::to_string(n) +
                       " of " + std::to_string(p_.total) + " bytes",
                   true);
-      pump();
-      return take();
+      return false;
     }
     if (p_.partial && n > ready_) {
       ready_ = n;
       backoff_us_ = 20;
       last_progress_ = now_us;
     }
-    checked_ = std::max(checked_, std::min(probe_, n));
-    hash_checked_ = std::max(hash_checked_, std::min(probe_hashes_, blocks_within(n)));
-    flag_checked_ = flag_checked_ || probe_flag_;
+    checked_ = std::max(checked_, std::min(probe, n));
+    hash_checked_ = std::max(hash_checked_, std::min(probe_hashes, blocks_within(n)));
+    flag_checked_ = flag_checked_ || probe_flag;
     advance();
-    if (fail_code_ != Code::kSuccess) {
-      pump();
-      return take();
-    }
-  } else if (seen_fill_ || !p_.may_lag) {
+    return fail_code_ == Code::kSuccess;
+  }
+  if (seen_fill_ || !p_.may_lag) {
     // The source's buffers were given up (unpublished, refilled) since the grant: nothing
     // read from them since the last good counter read is trusted. Resume elsewhere.
     record_fail(Code::kTransport,
                 "the source's buffers changed during the transfer (its progress counter no longer shows the fill "
                 "it was granted with); bytes up to " + std::to_string(held_) + " were checked before that",
                 true);
-    pump();
-    return take();
-  }  // (else: a partial source granted before it reset its counter from an earlier fill)
-  if (held_ == p_.total) {
-    finish();
-  } else {
-    pump();
+    return false;
   }
-  return take();
+  return true;  // a partial source granted before it reset its counter from an earlier fill
 }
 
 // Reads of a dead or stuck source may never complete (no peer failure handling over shared

@@ -13,6 +13,14 @@
 // partial source is followed through that counter (read at once when starved, then with
 // back-off). The source's integrity region (flag word, one checksum per block) is read as its
 // blocks become ready and vouched for by the same counter reads.
+//
+// Where the path can (plan.watched: the transport's own sockets), every chunk read watches the
+// source's counter (socket_reads.h): the source holds it back until the counter passes the
+// chunk's end (so chunks of a partial source are asked for before they are ready: *parked*,
+// no counter polling while data moves) and sends the counter's value read after the data
+// with it. That sample is a counter read issued after the bytes were read, as the seqlock asks
+// (the reads of one connection are answered in order: it vouches for every chunk asked before
+// it too), so what lands is checked on landing and shown to the next hop at once.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,7 @@ struct TransferPlan {
   bool partial = false;          // follow the source's counter for what is ready
   bool may_lag = false;          // its counter may still show an earlier fill at first
   bool verify = false;           // compare the source's checksums with ours, block by block
+  bool watched = false;          // chunk reads park at the source and bring its counter (above)
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;
   uint64_t vouch_bytes = 1u << 20;  // from a complete source, read its counter once this much landed
@@ -47,7 +56,10 @@ struct TransferPlan {
 };
 
 // ---- what the caller does (out) ---------------------------------------------------------
-struct ReadChunk { uint64_t off, len; };                 // stream bytes [off, off+len) into ours
+// Stream bytes [off, off+len) into ours; under plan.watched the read waits at the source while
+// its counter lies in [park_lo, park_hi) (this fill, fewer bytes than off+len) and brings a
+// sample of it (on_chunk's `sample`).
+struct ReadChunk { uint64_t off, len, park_lo = 0, park_hi = 0; };
 struct ReadHashes { uint64_t first, words, upto; };      // words [first, first+words) of the source's
                                                          // integrity region into hash_words()+first
 struct ReadCounter {};                                   // the source's 8-byte progress counter
@@ -69,9 +81,15 @@ class TransferMachine {
  public:
   explicit TransferMachine(TransferPlan plan);
 
+  // Before start(): the path turned out able to watch the source's counter (plan.watched).
+  void watch_reads() { p_.watched = true; }
+
   // ---- events (in); each returns what to do next, in order
   std::vector<TransferStep> start(int64_t now_us);
-  std::vector<TransferStep> on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err, int64_t now_us);
+  // `sample`: the source's counter as read after this chunk's bytes (watched reads; nullptr
+  // otherwise, and for every failed read).
+  std::vector<TransferStep> on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err, int64_t now_us,
+                                     const uint64_t* sample = nullptr);
   std::vector<TransferStep> on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us);
   std::vector<TransferStep> on_counter(bool ok, uint64_t value, const std::string& err, int64_t now_us);
   std::vector<TransferStep> on_retry(int64_t now_us);  // a ReadCounterAfter's time came
@@ -97,6 +115,11 @@ class TransferMachine {
  private:
   void pump();
   void poll_counter();
+  // A counter value read after bytes [0, probe) of ours landed (and hash words [.., probe_hashes),
+  // the flag word when probe_flag): what it vouches for, and what the source holds. False when
+  // the transfer failed on it (the source's buffers changed, or a complete source is not).
+  bool take_counter(uint64_t value, uint64_t probe, uint64_t probe_hashes, bool probe_flag, int64_t now_us);
+  [[nodiscard]] bool parking() const { return p_.watched && (seen_fill_ || !p_.partial); }
   void fetch_hashes();
   void advance();
   void record_fail(Code code, const std::string& err, bool source_failed);

@@ -210,6 +210,106 @@ TEST_F(TransferMachineTest, PartialSourceIsFollowedThroughItsCounterWithBackoff)
   EXPECT_EQ(shown(), 20u);
 }
 
+// Watched reads (plan.watched: the sockets' parked reads). Once the partial source's counter
+// has shown the fill, chunks are asked for past what it holds, each parked at the source until
+// its counter passes the chunk's end; the sample each one brings vouches for it and tells what
+// the source holds: no counter read but the one the flag word needs, no polling.
+TEST_F(TransferMachineTest, WatchedReadsParkPastWhatTheSourceHoldsAndVouchOnLanding) {
+  TransferPlan p = complete(32, 4, 4);
+  p.partial = true;
+  p.watched = true;
+  make(p);
+  add(m->start(now));
+  ASSERT_EQ(count<ReadCounter>(), 1) << "its fill first (a lagging counter would release parked reads at once)";
+  EXPECT_EQ(count<ReadChunk>(), 0);
+  clear();
+  counter(kFill, 0);  // it holds nothing yet
+  auto reads = all<ReadChunk>();
+  ASSERT_EQ(reads.size(), 4u) << "the window, parked past what it holds";
+  for (const auto& r : reads) {
+    EXPECT_EQ(r.park_lo, counter_value(kFill, 0));
+    EXPECT_EQ(r.park_hi, counter_value(kFill, r.off + r.len));
+  }
+  EXPECT_EQ(count<ReadCounterAfter>(), 0) << "no polling while reads are parked";
+  clear();
+  chunks.erase(chunks.begin());
+  uint64_t s = counter_value(kFill, 6);  // released: the source holds 6 bytes now
+  add(m->on_chunk(0, 4, true, "", now, &s));
+  EXPECT_EQ(count<ReadChunk>(), 1) << "the window refilled, past what it holds";
+  ASSERT_EQ(count<ReadHashes>(), 1) << "the flag word, now that it holds something";
+  land_hashes(0);
+  ASSERT_EQ(count<ReadCounter>(), 1) << "the flag word is vouched for by a counter read";
+  counter(kFill, 6);
+  EXPECT_EQ(shown(), 4u) << "the sample vouched for the chunk it came with";
+  clear();
+  while (!finished()) {
+    ASSERT_FALSE(chunks.empty());
+    const ReadChunk c = chunks.front();
+    chunks.erase(chunks.begin());
+    uint64_t v = counter_value(kFill, c.off + c.len);
+    add(m->on_chunk(c.off, c.len, true, "", now, &v));
+    EXPECT_EQ(shown(), c.off + c.len) << "shown as it lands";
+  }
+  EXPECT_EQ(count<ReadCounter>(), 0);
+  EXPECT_EQ(count<ReadHashes>(), 0) << "published without checksums: nothing more to read";
+  EXPECT_EQ(finished()->code, Code::kSuccess);
+  EXPECT_EQ(finished()->held, 32u);
+  EXPECT_FALSE(finished()->abandoned);
+}
+
+// A sample is a counter read: one showing another fill fails the source, keeping what earlier
+// samples vouched for; from a complete source, one showing less than everything fails it.
+TEST_F(TransferMachineTest, WatchedReadsSampleOfAnotherFillOrShortFailsTheSource) {
+  TransferPlan p = complete(16, 4, 1);  // one read at a time: a failure ends it at once
+  p.watched = true;
+  make(p);
+  add(m->start(now));
+  land_hashes(0);
+  counter(kFill, 16);
+  uint64_t good = counter_value(kFill, 16), other = counter_value(kFill + 1, 16);
+  add(m->on_chunk(0, 4, true, "", now, &good));
+  EXPECT_EQ(shown(), 4u);
+  clear();
+  add(m->on_chunk(4, 4, true, "", now, &other));
+  ASSERT_TRUE(finished());
+  EXPECT_EQ(finished()->code, Code::kTransport);
+  EXPECT_TRUE(finished()->source_failed);
+  EXPECT_EQ(finished()->held, 4u);
+  EXPECT_EQ(count<ShowHeld>(), 0);
+
+  make(p);
+  clear();
+  add(m->start(now));
+  land_hashes(0);
+  counter(kFill, 16);
+  uint64_t short_of = counter_value(kFill, 12);
+  add(m->on_chunk(0, 4, true, "", now, &short_of));
+  ASSERT_TRUE(finished());
+  EXPECT_TRUE(finished()->source_failed);
+  EXPECT_EQ(finished()->held, 0u);
+}
+
+// Parked reads of a source that stops moving are given up by the stall watchdog, as polling
+// would: the source failed, what is parked abandoned.
+TEST_F(TransferMachineTest, WatchedReadsParkedOnAStalledSourceAreGivenUp) {
+  TransferPlan p = complete(32, 4, 4);
+  p.partial = true;
+  p.watched = true;
+  make(p);
+  add(m->start(now));
+  counter(kFill, 0);
+  ASSERT_EQ(count<ReadChunk>(), 4);
+  now += 500'000;
+  add(m->on_watchdog(now, ""));
+  EXPECT_FALSE(finished()) << "within the stall timeout";
+  now += 600'000;
+  add(m->on_watchdog(now, ""));
+  ASSERT_TRUE(finished());
+  EXPECT_TRUE(finished()->source_failed);
+  EXPECT_TRUE(finished()->abandoned);
+  EXPECT_NE(finished()->error.find("no progress"), std::string::npos) << finished()->error;
+}
+
 // A partial source granted before it reset its counter from an earlier fill (may_lag) is
 // waited for; once it has shown the fill, another one fails it.
 TEST_F(TransferMachineTest, LaggingPartialSourceIsWaitedForUntilItShowsTheFill) {

@@ -22,6 +22,7 @@ World::World(uint64_t seed, int steps) : seed_(seed), steps_(steps), rng_(seed) 
   strict_ = !std::getenv("THUB_SIM_STRICT") || std::string(std::getenv("THUB_SIM_STRICT")) != "0";
   timeouts_ = std::getenv("THUB_SIM_TIMEOUTS") != nullptr;
   faultless_ = std::getenv("THUB_SIM_FAULTLESS") != nullptr;
+  if (const char* e = std::getenv("THUB_SIM_PARKED")) parked_ = std::string(e) != "0";
   agree_ = !std::getenv("THUB_SIM_AGREE") || std::string(std::getenv("THUB_SIM_AGREE")) != "0";
   agree_failover_ =
       !std::getenv("THUB_SIM_AGREE_FAILOVER") || std::string(std::getenv("THUB_SIM_AGREE_FAILOVER")) != "0";

@@ -573,6 +573,12 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     ++res_.rounds_moved;
   }
   if (rep.status == Status::kVersionLost) check_version_lost(c, s, out, rep);
+  if (out.op == Op::kReplicate && !ok && rep.released) {
+    // Its round failed after a sibling's buffers were overwritten for it: the registry counts
+    // this shard as holding nothing any more, and the shard gives its version up alike
+    // (Reply::released, sched/update.cc).
+    sh.reg_v = -1;
+  }
   if (out.op == Op::kReplicate && !ok && rep.detail.find("still holding version") != std::string::npos) {
     sh.reg_v = std::get<Replicate>(out.ev).newer_than;  // an update in place that failed after the drain
     suspect_.erase(sh.id);

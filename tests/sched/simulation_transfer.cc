@@ -85,6 +85,9 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   plan.chunk_size = 1;
   plan.vouch_bytes = 1;
   plan.stall_timeout_us = kStallTimeout;
+  // Half the transfers read as over the sockets' parked reads (no draw: the seed's other
+  // choices stay as they were).
+  j.watched = plan.watched = parked_ < 0 ? j.serial % 2 == 1 : parked_ == 1;
   j.m = std::make_shared<client::TransferMachine>(std::move(plan));
   j.per_chunk = (1 + static_cast<Time>(r(3))) * kMs;
   if (actors_[j.src.actor].dc != me.dc) j.per_chunk = (5 + static_cast<Time>(r(10))) * kMs;  // the slow link
@@ -123,8 +126,9 @@ void World::run_transfer(int i, int s, uint64_t serial, std::vector<client::Tran
     const Time latency = std::max<Time>(kMs, j->per_chunk / 2);  // counter and checksum reads: their own lane
     if (const auto* c = std::get_if<client::ReadChunk>(&step)) {
       j->link_free = std::max(j->link_free, now_) + j->per_chunk * static_cast<Time>(c->len);
-      const uint64_t off = c->off, len = c->len;
-      at(j->link_free - now_, [=] { land(i, s, serial, off, len); });
+      const client::ReadChunk chunk = *c;
+      if (j->watched) j->order.push_back(chunk.off);
+      at(j->link_free - now_, [=] { land(i, s, serial, chunk); });
     } else if (const auto* h = std::get_if<client::ReadHashes>(&step)) {
       const uint64_t upto = h->upto;
       at(latency, [=] { land_hashes(i, s, serial, upto); });
@@ -153,17 +157,48 @@ void World::run_transfer(int i, int s, uint64_t serial, std::vector<client::Tran
   }
 }
 
-void World::land(int i, int s, uint64_t serial, uint64_t off, uint64_t len) {
+// A counter as a reader reads it (8 bytes: the fill and what it holds).
+static uint64_t counter_word(const Counter& c) {
+  return c.epoch == 0 ? client::kCounterInvalid
+                      : client::counter_value(c.epoch, static_cast<uint64_t>(std::max(c.chunks, 0)));
+}
+
+void World::land(int i, int s, uint64_t serial, client::ReadChunk rc) {
   Job* j = job(i, s, serial);
   if (!j || stalled(*j)) return;  // stalled: never lands
+  const uint64_t off = rc.off, len = rc.len;
   std::shared_ptr<client::TransferMachine> m = j->m;
   Counter c;
   const std::vector<Tag>* src = source_now(j->src, &c);
+  const uint64_t word = src ? counter_word(c) : 0;
+  if (j->watched) {
+    // Answered in order, and parked while the source's counter shows fewer bytes of the fill
+    // than the read's end: look again a millisecond later (the source's counter moves wake
+    // its server at once; the link then takes as long as it takes).
+    if (!j->order.empty() && j->order.front() != off) {
+      j->behind[off] = rc;  // landed when the one before it has
+      return;
+    }
+    if (src && word >= rc.park_lo && word < rc.park_hi) {
+      at(kMs, [=] { land(i, s, serial, rc); });
+      return;
+    }
+    if (!j->order.empty()) j->order.pop_front();
+    if (!j->order.empty()) {
+      auto next = j->behind.find(j->order.front());
+      if (next != j->behind.end()) {
+        const client::ReadChunk n = next->second;
+        j->behind.erase(next);
+        at(0, [=] { land(i, s, serial, n); });
+      }
+    }
+  }
   if (!src) return run_transfer(i, s, serial, m->on_chunk(off, len, false, "a get failed: the source's memory is gone", now_));
   Shard& sh = actors_[i].sh[s];
   for (uint64_t k = off; k < off + len && k < sh.chunks.size() && k < src->size(); ++k)
     sh.chunks[k] = (*src)[k];  // our buffers change as bytes land; the counter says what counts
-  run_transfer(i, s, serial, m->on_chunk(off, len, true, "", now_));
+  // A watched read's sample: the counter as it is after the bytes were read.
+  run_transfer(i, s, serial, m->on_chunk(off, len, true, "", now_, j->watched ? &word : nullptr));
   if (job(i, s, serial) && !calm() && chance(2))
     run_transfer(i, s, serial, m->fail(Code::kTransport, "copying out to the tensors failed", false, now_));
 }
@@ -186,9 +221,7 @@ void World::land_counter(int i, int s, uint64_t serial) {
   Counter c;
   if (!source_now(j->src, &c))
     return run_transfer(i, s, serial, m->on_counter(false, 0, "the source's memory is gone", now_));
-  const uint64_t value = c.epoch == 0 ? client::kCounterInvalid
-                                      : client::counter_value(c.epoch, static_cast<uint64_t>(std::max(c.chunks, 0)));
-  run_transfer(i, s, serial, m->on_counter(true, value, "", now_));
+  run_transfer(i, s, serial, m->on_counter(true, counter_word(c), "", now_));
 }
 
 // The machine's stall watchdog, every 50 ms; and a reader whose patience with a partial

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -137,6 +138,10 @@ struct Job {             // BeginTransfer .. TransferEnded: the real transfer ma
   Time started = 0;      // the grant arrived (a watchdog on partial sources)
   int false_report = -1; // a reader-side failure: at this many chunks held, the reader's
                          // own link breaks and it reports its healthy source failed
+  bool watched = false;  // chunk reads park at the source and bring its counter (the sockets'
+                         // parked reads, plan.watched): on odd serials, THUB_SIM_PARKED=0|1 forces
+  std::deque<uint64_t> order;  // watched reads not landed yet, as asked: one connection answers in order
+  std::map<uint64_t, client::ReadChunk> behind;  // their link time passed, an earlier one not landed
 };
 
 struct OpRecord {        // an operation the program started and the machine has not completed
@@ -266,7 +271,7 @@ class World {
   const std::vector<Tag>* source_now(const Source& src, Counter* c) const;
   Job* job(int i, int s, uint64_t serial);
   void run_transfer(int i, int s, uint64_t serial, std::vector<client::TransferStep> steps);
-  void land(int i, int s, uint64_t serial, uint64_t off, uint64_t len);
+  void land(int i, int s, uint64_t serial, client::ReadChunk c);
   void land_hashes(int i, int s, uint64_t serial, uint64_t upto);
   void land_counter(int i, int s, uint64_t serial);
   bool stalled(const Job& j) const { return j.stall_at >= 0 && now_ >= j.stall_at; }
@@ -353,6 +358,7 @@ class World {
   // failed host copy, no cancel), models of 1-16 shards; the liveness of relative requests is
   // checked then (check_relative_liveness). Off by default, for the same reason as timeouts_.
   bool faultless_ = false;
+  int parked_ = -1;                 // THUB_SIM_PARKED: -1 half the transfers watch (odd serials), 0 none, 1 all
   bool calm() const { return quiet_ || faultless_; }  // no fault is injected now
   std::set<ClientId> skewed_;  // every skewed session ever (answers may arrive after its end)
   bool skewed(ClientId c) const { return !strict_ && skewed_.count(c); }

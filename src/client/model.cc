@@ -295,6 +295,10 @@ void Model::Core::act(const BeginTransfer& a) {
   ts.fill = live.fill_writer();
   ts.verify = cfg.verify;
   ts.parked_reads = cfg.parked_reads;
+  // Parked reads inside a datacenter bring the counter with every chunk and the next hop
+  // forwards each one as it lands: a complete source is read in the hops' chunks too, so
+  // that the first hop starts as early as the others (a TCP stream costs nothing per chunk).
+  ts.parked_chunk_size = std::min(cfg.chunk_size, cfg.pipeline_chunk_size);
   // A reader of a partial source can ask only for what its source holds, and the next hop
   // of the chain only for what this one holds: smaller chunks there shorten every hop's lag.
   ts.chunk_size = a.source_partial ? std::min(cfg.chunk_size, cfg.pipeline_chunk_size) : cfg.chunk_size;

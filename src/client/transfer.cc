@@ -149,7 +149,8 @@ void Job::start() {
     // (info key parked_reads).
     bool watch = s_.parked_reads;
     for (const auto& k : keys_) watch = watch && Worker::watches(*peer_, *k, *counter_key_);
-    if (watch) m_->watch_reads();
+    watch = watch && Worker::watches(*counter_peer_, *hash_key_, *counter_key_);
+    if (watch) m_->watch_reads(Worker::across(*peer_) ? 0 : s_.parked_chunk_size);
   } catch (const Error& e) {
     return run(m_->fail(Code::kTransport, e.what(), true, now_us()));
   }
@@ -178,6 +179,17 @@ void Job::carry_out(const TransferStep& step) {
     issue(*c);
   } else if (const auto* h = std::get_if<ReadHashes>(&step)) {
     const uint64_t upto = h->upto;
+    if (h->watch) {
+      // An empty range: never parked; the counter comes back behind the words.
+      auto sample = std::make_shared<uint64_t>(0);
+      Worker::Watch watch{s_.source.counter.addr, counter_key_.get(), 0, 0, sample.get()};
+      w_.get_watched(counter_peer_, m_->hash_words() + h->first, h->words * sizeof(uint64_t),
+                     s_.source.hashes.addr + h->first * sizeof(uint64_t), *hash_key_, watch,
+                     [self, upto, sample](bool ok, const std::string& err) {
+                       self->run(self->m_->on_hashes(upto, ok, err, now_us(), ok ? sample.get() : nullptr));
+                     });
+      return;
+    }
     w_.get(counter_peer_, m_->hash_words() + h->first, h->words * sizeof(uint64_t),
            s_.source.hashes.addr + h->first * sizeof(uint64_t), *hash_key_,
            [self, upto](bool ok, const std::string& err) { self->run(self->m_->on_hashes(upto, ok, err, now_us())); });

@@ -42,6 +42,7 @@ struct TransferSpec {
   FillWriter fill;                          // what peers see of our holding: shown as checked
   bool verify = false;
   bool parked_reads = true;                 // where the path can: chunk reads park and bring the counter
+  uint64_t parked_chunk_size = 0;           // their chunk from a source in this datacenter (0: chunk_size)
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;
   int64_t stall_timeout_us = 10'000'000;    // no progress this long: the source failed

@@ -155,10 +155,15 @@ void TransferMachine::fetch_hashes() {
   hash_pending_ = true;
   hash_issued_ = want;
   inflight_++;
-  out_.emplace_back(ReadHashes{first, 1 + want - first, want});
+  // Watched, its sample vouches for the words it read and the bytes landed before it was
+  // asked for, as a counter read issued then would.
+  const bool watch = parking();
+  if (watch) hash_probe_ = prefix_;
+  out_.emplace_back(ReadHashes{first, 1 + want - first, want, watch});
 }
 
-std::vector<TransferStep> TransferMachine::on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us) {
+std::vector<TransferStep> TransferMachine::on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us,
+                                                     const uint64_t* sample) {
   clock(now_us);
   inflight_--;
   hash_pending_ = false;
@@ -168,6 +173,16 @@ std::vector<TransferStep> TransferMachine::on_hashes(uint64_t upto, bool ok, con
   } else {
     flag_landed_ = true;
     hash_landed_ = std::max(hash_landed_, std::min(upto, blocks_));
+    if (sample) {
+      if (!take_counter(*sample, std::min(hash_probe_, prefix_), hash_landed_, true, now_us)) {
+        pump();
+        return take();
+      }
+      if (held_ == p_.total) {
+        finish();
+        return take();
+      }
+    }
   }
   pump();
   return take();

@@ -23,6 +23,7 @@
 // it too), so what lands is checked on landing and shown to the next hop at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,8 +61,9 @@ struct TransferPlan {
 // its counter lies in [park_lo, park_hi) (this fill, fewer bytes than off+len) and brings a
 // sample of it (on_chunk's `sample`).
 struct ReadChunk { uint64_t off, len, park_lo = 0, park_hi = 0; };
-struct ReadHashes { uint64_t first, words, upto; };      // words [first, first+words) of the source's
-                                                         // integrity region into hash_words()+first
+// Words [first, first+words) of the source's integrity region into hash_words()+first;
+// `watch`: the read brings the source's counter as read after the words (never parked).
+struct ReadHashes { uint64_t first, words, upto; bool watch = false; };
 struct ReadCounter {};                                   // the source's 8-byte progress counter
 struct ReadCounterAfter { int64_t delay_us; };           // on_retry() after this long
 // Our counter and checksums: show words [hashes_from, hashes_to) of hash_words()+1 with the
@@ -81,8 +83,12 @@ class TransferMachine {
  public:
   explicit TransferMachine(TransferPlan plan);
 
-  // Before start(): the path turned out able to watch the source's counter (plan.watched).
-  void watch_reads() { p_.watched = true; }
+  // Before start(): the path turned out able to watch the source's counter (plan.watched);
+  // `chunk` (0: keep plan.chunk_size) caps the chunk size from then on.
+  void watch_reads(uint64_t chunk = 0) {
+    p_.watched = true;
+    if (chunk > 0) p_.chunk_size = std::min(p_.chunk_size, chunk);
+  }
 
   // ---- events (in); each returns what to do next, in order
   std::vector<TransferStep> start(int64_t now_us);
@@ -90,7 +96,8 @@ class TransferMachine {
   // otherwise, and for every failed read).
   std::vector<TransferStep> on_chunk(uint64_t off, uint64_t len, bool ok, const std::string& err, int64_t now_us,
                                      const uint64_t* sample = nullptr);
-  std::vector<TransferStep> on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us);
+  std::vector<TransferStep> on_hashes(uint64_t upto, bool ok, const std::string& err, int64_t now_us,
+                                      const uint64_t* sample = nullptr);
   std::vector<TransferStep> on_counter(bool ok, uint64_t value, const std::string& err, int64_t now_us);
   std::vector<TransferStep> on_retry(int64_t now_us);  // a ReadCounterAfter's time came
   // Every ~50 ms while running: `gone` names why the source is known dead (its process
@@ -146,6 +153,7 @@ class TransferMachine {
   bool hash_pending_ = false;
   bool flag_landed_ = false;
   uint64_t hash_issued_ = 0, hash_landed_ = 0, probe_hashes_ = 0, hash_checked_ = 0;
+  uint64_t hash_probe_ = 0;  // prefix_ when the watched checksum read in flight was issued
   bool probe_flag_ = false, flag_checked_ = false;
   bool seen_fill_ = false;  // the source's counter has shown the fill it was granted with
   int64_t backoff_us_ = 20;

@@ -237,9 +237,11 @@ TEST_F(TransferMachineTest, WatchedReadsParkPastWhatTheSourceHoldsAndVouchOnLand
   add(m->on_chunk(0, 4, true, "", now, &s));
   EXPECT_EQ(count<ReadChunk>(), 1) << "the window refilled, past what it holds";
   ASSERT_EQ(count<ReadHashes>(), 1) << "the flag word, now that it holds something";
-  land_hashes(0);
-  ASSERT_EQ(count<ReadCounter>(), 1) << "the flag word is vouched for by a counter read";
-  counter(kFill, 6);
+  ASSERT_TRUE(all<ReadHashes>()[0].watch) << "the checksum read brings the counter too";
+  EXPECT_EQ(shown(), 0u) << "nothing shows before the flag word is vouched for";
+  m->hash_words()[0] = 0;  // published without checksums
+  add(m->on_hashes(all<ReadHashes>()[0].upto, true, "", now, &s));
+  EXPECT_EQ(count<ReadCounter>(), 0) << "the flag word came with its own vouch";
   EXPECT_EQ(shown(), 4u) << "the sample vouched for the chunk it came with";
   clear();
   while (!finished()) {
@@ -255,6 +257,25 @@ TEST_F(TransferMachineTest, WatchedReadsParkPastWhatTheSourceHoldsAndVouchOnLand
   EXPECT_EQ(finished()->code, Code::kSuccess);
   EXPECT_EQ(finished()->held, 32u);
   EXPECT_FALSE(finished()->abandoned);
+}
+
+// watch_reads(chunk) caps the chunk of every read from then on (parked reads inside a
+// datacenter read a complete source in the hops' chunks); 0 keeps plan.chunk_size.
+TEST_F(TransferMachineTest, WatchReadsCapsTheChunk) {
+  make(complete(32, 8, 16));
+  m->watch_reads(2);
+  add(m->start(now));
+  auto reads = all<ReadChunk>();
+  ASSERT_EQ(reads.size(), 16u);
+  for (const auto& r : reads) {
+    EXPECT_EQ(r.len, 2u);
+    EXPECT_EQ(r.park_hi, counter_value(kFill, r.off + r.len)) << "every read watches";
+  }
+  make(complete(32, 8, 16));
+  clear();
+  m->watch_reads(0);
+  add(m->start(now));
+  EXPECT_EQ(all<ReadChunk>().front().len, 8u);
 }
 
 // A sample is a counter read: one showing another fill fails the source, keeping what earlier

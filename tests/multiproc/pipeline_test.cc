@@ -80,6 +80,32 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
   EXPECT_GE(stat(second, "gets"), total / 65536) << "chunk_size (4 MiB) was used for a partial source";
 }
 
+// Over the transport's own sockets a reader of a partial source does not poll its counter:
+// its chunks park at the source and bring the counter with them (parked_reads, the default).
+// With parked_reads=false the same transfer reads the counter again and again.
+TEST(PipelineTest, OverSocketsAReaderOfAPartialSourceParksInsteadOfPolling) {
+  int64_t reads[2] = {-1, -1};
+  for (bool parked : {true, false}) {
+    Cluster c(std::map<std::string, std::string>{{"UCX_TLS", "tcp"}});
+    ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 53, 1));
+    PeerProcess& first = c.add_rollout("first", kBig, "", "chunk_size=65536 max_inflight=1");
+    PeerProcess& second = c.add_rollout("second", kBig, "", parked ? "" : "parked_reads=false");
+    ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
+    ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
+    ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
+    std::string w = second.cmd("wait");
+    ASSERT_TRUE(ok(w)) << w;
+    ASSERT_TRUE(ok(first.cmd("wait")));
+    EXPECT_TRUE(ok(second.cmd("check 53")));
+    ASSERT_EQ(stat(second, "partial_sources"), 1) << "the scenario needs a partial source";
+    EXPECT_GT(stat(second, "bytes_socket"), 0) << "read over the transport's sockets";
+    reads[parked ? 0 : 1] = stat(second, "counter_reads");
+  }
+  // Parked: the read that shows the granted fill, and the one that vouches for the flag word.
+  EXPECT_LE(reads[0], 3) << "a reader whose chunks park polled its source's counter";
+  EXPECT_GT(reads[1], 10) << "the same transfer without parked reads (the comparison) polled less than expected";
+}
+
 // While its gets wait on a source that does not answer, the reader's progress thread
 // sleeps on UCX events (in steps of at most 10 ms) instead of spinning: a stopped source
 // must not cost its readers a core each. Over shared memory, where UCX 1.13 also keeps

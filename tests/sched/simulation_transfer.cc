@@ -131,7 +131,8 @@ void World::run_transfer(int i, int s, uint64_t serial, std::vector<client::Tran
       at(j->link_free - now_, [=] { land(i, s, serial, chunk); });
     } else if (const auto* h = std::get_if<client::ReadHashes>(&step)) {
       const uint64_t upto = h->upto;
-      at(latency, [=] { land_hashes(i, s, serial, upto); });
+      const bool watch = h->watch;
+      at(latency, [=] { land_hashes(i, s, serial, upto, watch); });
     } else if (std::holds_alternative<client::ReadCounter>(step)) {
       at(latency, [=] { land_counter(i, s, serial); });
     } else if (const auto* later = std::get_if<client::ReadCounterAfter>(&step)) {
@@ -203,7 +204,7 @@ void World::land(int i, int s, uint64_t serial, client::ReadChunk rc) {
     run_transfer(i, s, serial, m->fail(Code::kTransport, "copying out to the tensors failed", false, now_));
 }
 
-void World::land_hashes(int i, int s, uint64_t serial, uint64_t upto) {
+void World::land_hashes(int i, int s, uint64_t serial, uint64_t upto, bool watch) {
   Job* j = job(i, s, serial);
   if (!j || stalled(*j)) return;
   std::shared_ptr<client::TransferMachine> m = j->m;
@@ -211,7 +212,8 @@ void World::land_hashes(int i, int s, uint64_t serial, uint64_t upto) {
   if (!source_now(j->src, &c))
     return run_transfer(i, s, serial, m->on_hashes(upto, false, "the source's memory is gone", now_));
   m->hash_words()[0] = 0;  // published without checksums
-  run_transfer(i, s, serial, m->on_hashes(upto, true, "", now_));
+  const uint64_t word = counter_word(c);  // a watched read: the counter after the words
+  run_transfer(i, s, serial, m->on_hashes(upto, true, "", now_, watch ? &word : nullptr));
 }
 
 void World::land_counter(int i, int s, uint64_t serial) {

@@ -272,7 +272,7 @@ class World {
   Job* job(int i, int s, uint64_t serial);
   void run_transfer(int i, int s, uint64_t serial, std::vector<client::TransferStep> steps);
   void land(int i, int s, uint64_t serial, client::ReadChunk c);
-  void land_hashes(int i, int s, uint64_t serial, uint64_t upto);
+  void land_hashes(int i, int s, uint64_t serial, uint64_t upto, bool watch);
   void land_counter(int i, int s, uint64_t serial);
   bool stalled(const Job& j) const { return j.stall_at >= 0 && now_ >= j.stall_at; }
   void watchdog(int i, int s, uint64_t serial);

@@ -117,6 +117,10 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   } else if (c && !sessions_.count(c)) {
     return;  // the server closed that connection: nothing more is read from it
   }
+  // Copies leaving in this step: a Disconnect's or Close's, a failure report's (the registry
+  // takes them after the deadlines it handles first, which may end a drain), then the step's
+  // drops.
+  left_now_.clear();
   judge_silent_view(ev);
   view_before(ev);
   // An update in place hides the member's holding unless it is answered with an error at
@@ -147,7 +151,6 @@ void World::deliver(const Event& ev, uint64_t epoch) {
   // another holder (a TransferDone) and, by ending its lease, acknowledge an unpublish.
   acks_.clear();
   opened_now_.clear();
-  left_now_.clear();
   for (const Action& a : acts) act(a);
   if (in_place.second >= 0 && sessions_.count(in_place.first)) {
     Session& ss = sessions_.at(in_place.first);

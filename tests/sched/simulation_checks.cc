@@ -411,6 +411,10 @@ void World::forget_client(ClientId c) {
   for (ShardView& t : ss->second.sh)
     if (t.id) hide(t.id);
   sessions_.erase(ss);
+  // The registry forgets a model (its published versions with it) as its last member goes,
+  // before an Open the same step decides afterwards (one that waited for this session to
+  // go) makes it anew: forgotten here too, not only at the end of the step.
+  forget_models();
 }
 
 void World::on_decided(ClientId c, Out& out, const Reply& rep) {
@@ -455,6 +459,7 @@ void World::on_decided(ClientId c, Out& out, const Reply& rep) {
     sh.reg_v = -1;
     sh.host_reg.clear();
     sh.offload_ordered = -1;
+    forget_models();  // its last member gone, as for a client's removal (forget_client)
   }
   if (out.op == Op::kPublish && ok) {
     Version v = std::get<Publish>(out.ev).version;
@@ -661,9 +666,9 @@ void World::check_unpublish_ack(ClientId c, int s) {
         kept = kept || (e.whole && e.spec == v);
       }
   }
-  // A copy that a Close or a client's removal of this same step took away: it was there when
-  // the registry ended this drain (deadlines first), and the version went with it, not with
-  // this unpublish. Not one that was reading from this member: its leaving may be what ended
+  // A copy that a Close, a client's removal or a failure report (confirm()) of this same
+  // step took away: it was there when the registry ended this drain (deadlines first), and
+  // the version went with it, not with this unpublish. Not one that was reading from this member: its leaving may be what ended
   // the drain, and then the registry must not count it (sched.md, "Membership").
   for (const Left& l : left_now_)
     kept = kept || (!l.spot && l.model == a.name && l.n == a.n && l.shard == s && !l.reading.count(sh.id) &&
@@ -806,6 +811,16 @@ void World::confirm(MemberId m, bool host, Version v) {
   trace("member " + std::to_string(m) + (host ? " host copy" : "") + " v" + std::to_string(v) +
         " confirmed failed in the view");
   ++res_.confirmed;
+  // Gone with this step's report, as a copy of a member leaving in this step: the registry
+  // may have ended a drain before it (deadlines first) and counted it then.
+  if (auto o = owner_.find(m); o != owner_.end())
+    if (auto ss = sessions_.find(o->second.first); ss != sessions_.end()) {
+      const Actor& b = actor_of(ss->second);
+      const ShardView& t = ss->second.sh[o->second.second];
+      Left l{b.name, b.n, o->second.second, b.spot, false, host ? -1 : t.reg_v, {}, {}};
+      if (host) l.host.insert(v);
+      if (host || t.reg_v == v) left_now_.push_back(std::move(l));
+    }
   if (host) {
     if (ShardView* t = reg_view(m)) t->host_reg.erase(v);
     failed_host_.insert({m, v});

@@ -35,6 +35,18 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// `second` asks once `first` (reading the trainer) holds a prefix: the trainer is busy with
+// `first`, so `second` is sent to `first`, a partial source. Both end byte-exact.
+void second_reads_the_partial_first(PeerProcess& first, PeerProcess& second, int seed) {
+  ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
+  ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
+  ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
+  std::string w = second.cmd("wait");
+  ASSERT_TRUE(ok(w)) << w;
+  ASSERT_TRUE(ok(first.cmd("wait")));
+  EXPECT_TRUE(ok(second.cmd("check " + std::to_string(seed))));
+}
+
 TEST(PipelineTest, FourReplicatorsAtOnceAndOneReadsAPartialSource) {
   Cluster c(kSlow);
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 31, 1));
@@ -49,14 +61,7 @@ TEST(PipelineTest, ReaderOfAPartialSourceFollowsItsCounter) {
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 41, 1));
   PeerProcess& first = c.add_rollout("first", kBig);
   PeerProcess& second = c.add_rollout("second", kBig);
-  ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
-  // The trainer is busy with `first`; `second` is sent to `first`, which holds a prefix.
-  ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
-  std::string w = second.cmd("wait");
-  ASSERT_TRUE(ok(w)) << w;
-  ASSERT_TRUE(ok(first.cmd("wait")));
-  EXPECT_TRUE(ok(second.cmd("check 41")));
+  ASSERT_NO_FATAL_FAILURE(second_reads_the_partial_first(first, second, 41));
   EXPECT_EQ(stat(second, "partial_sources"), 1);
   EXPECT_GT(stat(second, "counter_reads"), 0);
 }
@@ -68,13 +73,7 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
   ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 43, 1));
   PeerProcess& first = c.add_rollout("first", kBig, "", "chunk_size=4096 max_inflight=1");
   PeerProcess& second = c.add_rollout("second", kBig, "", "pipeline_chunk_size=65536");
-  ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
-  ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
-  ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
-  std::string w = second.cmd("wait");
-  ASSERT_TRUE(ok(w)) << w;
-  ASSERT_TRUE(ok(first.cmd("wait")));
-  EXPECT_TRUE(ok(second.cmd("check 43")));
+  ASSERT_NO_FATAL_FAILURE(second_reads_the_partial_first(first, second, 43));
   ASSERT_EQ(stat(second, "partial_sources"), 1);
   int64_t total = stat(second, "total_bytes");
   EXPECT_GE(stat(second, "gets"), total / 65536) << "chunk_size (4 MiB) was used for a partial source";
@@ -90,13 +89,7 @@ TEST(PipelineTest, OverSocketsAReaderOfAPartialSourceParksInsteadOfPolling) {
     ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 53, 1));
     PeerProcess& first = c.add_rollout("first", kBig, "", "chunk_size=65536 max_inflight=1");
     PeerProcess& second = c.add_rollout("second", kBig, "", parked ? "" : "parked_reads=false");
-    ASSERT_TRUE(ok(first.cmd("ireplicate latest")));
-    ASSERT_TRUE(wait_for_stat(first, "bytes_held", [](int64_t b) { return b > 0; }));
-    ASSERT_TRUE(ok(second.cmd("ireplicate latest")));
-    std::string w = second.cmd("wait");
-    ASSERT_TRUE(ok(w)) << w;
-    ASSERT_TRUE(ok(first.cmd("wait")));
-    EXPECT_TRUE(ok(second.cmd("check 53")));
+    ASSERT_NO_FATAL_FAILURE(second_reads_the_partial_first(first, second, 53));
     ASSERT_EQ(stat(second, "partial_sources"), 1) << "the scenario needs a partial source";
     EXPECT_GT(stat(second, "bytes_socket"), 0) << "read over the transport's sockets";
     reads[parked ? 0 : 1] = stat(second, "counter_reads");

@@ -79,16 +79,16 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
   EXPECT_GE(stat(second, "gets"), total / 65536) << "chunk_size (4 MiB) was used for a partial source";
 }
 
-// Over the transport's own sockets a reader of a partial source does not poll its counter:
-// its chunks park at the source and bring the counter with them (parked_reads, the default).
-// With parked_reads=false the same transfer reads the counter again and again.
+// Over the transport's own sockets a reader of a partial source with parked_reads=true does
+// not poll its counter: its chunks park at the source and bring the counter with them. With
+// parked_reads=false (the default) the same transfer reads the counter again and again.
 TEST(PipelineTest, OverSocketsAReaderOfAPartialSourceParksInsteadOfPolling) {
   int64_t reads[2] = {-1, -1};
   for (bool parked : {true, false}) {
     Cluster c(std::map<std::string, std::string>{{"UCX_TLS", "tcp"}});
     ASSERT_NO_FATAL_FAILURE(c.start_trainer(kBig, 53, 1));
     PeerProcess& first = c.add_rollout("first", kBig, "", "chunk_size=65536 max_inflight=1");
-    PeerProcess& second = c.add_rollout("second", kBig, "", parked ? "" : "parked_reads=false");
+    PeerProcess& second = c.add_rollout("second", kBig, "", parked ? "parked_reads=true" : "parked_reads=false");
     ASSERT_NO_FATAL_FAILURE(second_reads_the_partial_first(first, second, 53));
     ASSERT_EQ(stat(second, "partial_sources"), 1) << "the scenario needs a partial source";
     EXPECT_GT(stat(second, "bytes_socket"), 0) << "read over the transport's sockets";

@@ -69,8 +69,12 @@ void TransferMachine::pump() {
   const uint64_t limit = parking() ? p_.total : ready_;
   while (inflight_ < p_.max_inflight && issued_ < limit) {
     // A read stays inside one segment of either side (they may cut the same stream
-    // differently: direct vs copy mode).
-    const uint64_t len = std::min({p_.chunk_size, next_cut(issued_) - issued_, limit - issued_});
+    // differently: direct vs copy mode), and what the source is known to hold is asked for
+    // apart from what it does not hold yet: a parked read holds back every byte it covers,
+    // and a source that stops inside one would keep the bytes it does hold from us (under
+    // verify, the whole integrity block).
+    const uint64_t end = issued_ < ready_ ? ready_ : limit;
+    const uint64_t len = std::min({p_.chunk_size, next_cut(issued_) - issued_, end - issued_});
     ReadChunk c{issued_, len};
     if (p_.watched) {
       c.park_lo = counter_value(p_.epoch, 0);

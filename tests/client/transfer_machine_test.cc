@@ -259,6 +259,43 @@ TEST_F(TransferMachineTest, WatchedReadsParkPastWhatTheSourceHoldsAndVouchOnLand
   EXPECT_FALSE(finished()->abandoned);
 }
 
+// What a source is known to hold is asked for apart from what it does not hold yet: a parked
+// read holds back every byte it covers. Here the source stops at the end of its first
+// integrity block, and a chunk across that end (the stream's segments are cut at 2) would
+// park for good and hold the block back: under verify nothing would ever show.
+TEST_F(TransferMachineTest, WatchedReadsAreCutWhereTheSourcesCounterStands) {
+  TransferPlan p = complete(32, 4, 4);
+  p.partial = true;
+  p.watched = true;
+  p.verify = true;
+  p.cuts = {2};
+  p.local_hash = [](uint64_t) { return 5; };
+  make(p);
+  add(m->start(now));
+  counter(kFill, 8);  // one block, and no more while this test runs
+  auto reads = all<ReadChunk>();
+  ASSERT_EQ(reads.size(), 4u);
+  EXPECT_EQ(reads[0].off, 0u);
+  EXPECT_EQ(reads[0].len, 2u);
+  EXPECT_EQ(reads[1].len, 4u);
+  EXPECT_EQ(reads[2].off, 6u);
+  EXPECT_EQ(reads[2].len, 2u) << "cut where its counter stands";
+  EXPECT_EQ(reads[3].off, 8u);
+  EXPECT_EQ(reads[3].len, 4u) << "past it, whole chunks (parked)";
+  auto hs = all<ReadHashes>();
+  ASSERT_EQ(hs.size(), 1u);
+  uint64_t s = counter_value(kFill, 8);
+  for (uint64_t w = hs[0].first; w < hs[0].first + hs[0].words; ++w) m->hash_words()[w] = w == 0 ? 1 : 5;
+  add(m->on_hashes(hs[0].upto, true, "", now, &s));
+  for (int i = 0; i < 3; ++i) {
+    const ReadChunk c = chunks.front();
+    chunks.erase(chunks.begin());
+    add(m->on_chunk(c.off, c.len, true, "", now, &s));
+  }
+  EXPECT_EQ(shown(), 8u) << "the block the source holds is ours, its checksum compared";
+  EXPECT_FALSE(finished());
+}
+
 // watch_reads(chunk) caps the chunk of every read from then on (parked reads inside a
 // datacenter read a complete source in the hops' chunks); 0 keeps plan.chunk_size.
 TEST_F(TransferMachineTest, WatchReadsCapsTheChunk) {

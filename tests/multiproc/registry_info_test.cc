@@ -171,12 +171,14 @@ bool has(const std::string& text, const std::string& line) { return text.find(li
 // Polls `tensorhub-info --json` until `pred(summary)` holds: a state condition with a hang guard.
 template <typename Pred>
 std::string wait_for_info(const std::string& address, Pred pred) {
+  // Bounded in time, not in tries: each try starts two processes, slow on a loaded machine.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::string s;
-  for (int i = 0; i < 600; ++i) {
+  do {
     s = summary(info("--registry " + address + " --json").out);
     if (pred(s)) break;
     ::poll(nullptr, 0, 50);
-  }
+  } while (std::chrono::steady_clock::now() < deadline);
   return s;
 }
 
@@ -260,7 +262,7 @@ TEST(RegistryInfoTest, ShowsModelsVersionsHoldersAndTransfersInFlight) {
 }
 
 // A reader whose partial source stops reports the failure with the bytes it holds; while it
-// waits for another source (the trainer still serves the stopped one), the registry shows
+// waits for another source (the trainer, stopped too, still serves the stopped one), the registry shows
 // that report, as a report.
 TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   if (!have_python()) GTEST_SKIP() << "python3 is needed to read the JSON back";
@@ -271,10 +273,14 @@ TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   ASSERT_NO_FATAL_FAILURE(start_peer(trainer, "trainer"));
   ASSERT_TRUE(ok(trainer.cmd("fill 9")));
   ASSERT_TRUE(ok(trainer.cmd("publish 1")));
-  ASSERT_NO_FATAL_FAILURE(start_peer(victim, "victim", kSlowReader));
+  // The victim must stay partial: once it holds something its source, the trainer, is
+  // stopped (a slow reader alone is not enough on a loaded machine: it may finish before the
+  // reader below has started), and it does not give up on the trainer while the test runs.
+  ASSERT_NO_FATAL_FAILURE(start_peer(victim, "victim", std::string(kSlowReader) + " stall_timeout_ms=600000"));
   ASSERT_NO_FATAL_FAILURE(start_peer(reader, "reader", "stall_timeout_ms=300"));
   ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
   ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
+  trainer.signal(SIGSTOP);
   ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));  // the trainer is busy: reads the victim
   ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
   victim.signal(SIGSTOP);
@@ -295,6 +301,7 @@ TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   EXPECT_TRUE(has(h.out, ">= " )) << h.out;
   EXPECT_TRUE(has(h.out, "last report")) << h.out;
   victim.signal(SIGKILL);
+  trainer.signal(SIGKILL);
 }
 
 TEST(RegistryInfoTest, WatchRefreshesUntilCountedOutOrInterrupted) {

@@ -211,9 +211,9 @@ int THUB_Info_free(THUB_Info *info);
  *  - `chunk_size` (size, default `4M`, 4K..1G): transfer unit in bytes
  *  - `pipeline_chunk_size` (size, default `256K`, 4K..1G): transfer unit when the source is itself
  *    still receiving (a chain hop)
- *  - `parked_reads` (bool, default `false`): over the transport's own sockets, a chunk read waits
- *    at the source until its bytes are there and brings the source's counter with it (no counter
- *    polling, no round trip per hop); opt-in for now
+ *  - `parked_reads` (bool, default `true`): over the transport's own sockets, a chunk read waits at
+ *    the source until its bytes are there and brings the source's counter with it (no counter
+ *    polling, no round trip per hop); false: poll the counter
  *  - `max_inflight` (int, default `16`, 1..1024): gets in flight per transfer
  *  - `timeout_ms` (int, default `0`, 0..1099511627776): deadline of a blocking call in ms (0:
  *    none); a replicate still waiting at the registry is then withdrawn (THUB_ERR_TIMEOUT), a

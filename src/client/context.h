@@ -43,7 +43,7 @@ struct ContextConfig {
   bool verify = false;
   uint64_t chunk_size = 0;
   uint64_t pipeline_chunk_size = 0;  // chunk when the source is partial (a chain hop)
-  bool parked_reads = false;         // socket reads park at the source and bring its counter
+  bool parked_reads = true;          // socket reads park at the source and bring its counter
   int max_inflight = 0;
   int64_t timeout_ms = 0;
   int heartbeat_ms = 0;

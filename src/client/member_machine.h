@@ -1,7 +1,7 @@
 // The client's decisions for one member (this process's shard of one replica of one model),
 // as a pure state machine like sched/: events in, actions out. No I/O, no clocks, no threads:
 // what to ask the registry, what to do with a grant, a finished or failed transfer, a lost
-// registry, a re-publish after failover, a retention order. src/client/model.cc carries out
+// registry, a re-publish after failover, a retention order. src/client/model_core.cc carries out
 // the actions (registry messages, transfers, the holding's counter, copies) and feeds back
 // what happened; the deterministic simulation (tests/sched/) runs this same machine against
 // the real registry core.

@@ -41,7 +41,7 @@ struct TransferSpec {
   uint64_t start = 0;                       // resume point (bytes of the stream we hold, checked)
   FillWriter fill;                          // what peers see of our holding: shown as checked
   bool verify = false;
-  bool parked_reads = false;                // where the path can: chunk reads park and bring the counter
+  bool parked_reads = true;                 // where the path can: chunk reads park and bring the counter
   uint64_t parked_chunk_size = 0;           // their chunk from a source in this datacenter (0: chunk_size)
   uint64_t chunk_size = 4u << 20;
   int max_inflight = 16;

@@ -79,9 +79,9 @@ inline constexpr InfoKeySpec kInfoKeys[] = {
      "transfer unit in bytes"},
     {"pipeline_chunk_size", info_keys_detail::kCtx, InfoType::kSize, "256K", 4096, int64_t{1} << 30,
      "transfer unit when the source is itself still receiving (a chain hop)"},
-    {"parked_reads", info_keys_detail::kCtx, InfoType::kBool, "false", 0, 0,
+    {"parked_reads", info_keys_detail::kCtx, InfoType::kBool, "true", 0, 0,
      "over the transport's own sockets, a chunk read waits at the source until its bytes are there and "
-     "brings the source's counter with it (no counter polling, no round trip per hop); opt-in for now"},
+     "brings the source's counter with it (no counter polling, no round trip per hop); false: poll the counter"},
     {"max_inflight", info_keys_detail::kCtx, InfoType::kInt, "16", 1, 1024,
      "gets in flight per transfer"},
     {"timeout_ms", info_keys_detail::kCtx, InfoType::kInt, "0", 0, info_keys_detail::kTiB,

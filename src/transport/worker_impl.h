@@ -1,4 +1,4 @@
-// The worker's private parts, shared by worker.cc (UCX) and own_paths.cc (the reads that
+// The worker's private parts, shared by worker.cc (UCX), peers.cc and own_paths.cc (the reads that
 // bypass UCX: sockets, process reads). Inside src/transport only.
 #pragma once
 

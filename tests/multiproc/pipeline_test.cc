@@ -79,9 +79,9 @@ TEST(PipelineTest, ReaderOfAPartialSourceUsesThePipelineChunkSize) {
   EXPECT_GE(stat(second, "gets"), total / 65536) << "chunk_size (4 MiB) was used for a partial source";
 }
 
-// Over the transport's own sockets a reader of a partial source with parked_reads=true does
-// not poll its counter: its chunks park at the source and bring the counter with them. With
-// parked_reads=false (the default) the same transfer reads the counter again and again.
+// Over the transport's own sockets a reader of a partial source with parked_reads=true (the
+// default) does not poll its counter: its chunks park at the source and bring the counter with
+// them. With parked_reads=false the same transfer reads the counter again and again.
 TEST(PipelineTest, OverSocketsAReaderOfAPartialSourceParksInsteadOfPolling) {
   int64_t reads[2] = {-1, -1};
   for (bool parked : {true, false}) {

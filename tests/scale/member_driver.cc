@@ -1,4 +1,4 @@
-// Carrying out a MemberMachine's actions in the at-scale world, as src/client/model.cc does
+// Carrying out a MemberMachine's actions in the at-scale world, as src/client/model_core.cc does
 // with UCX: descriptors name the member and the fill it promises, a transfer is run by the
 // real transfer machine (transfer_driver.cc) one data round trip after the grant, and what
 // its source's counter shows (fill and bytes) is what the members' own machines made it show.
@@ -95,7 +95,7 @@ void World::begin_transfer(int mi, const client::BeginTransfer& a) {
   x->serial = next_serial_++;
   x->src = src;
   x->src_fill = src_fill;
-  // As src/client/model.cc and transfer.cc plan it, in machine_chunk_bytes (scale_config.h). The
+  // As src/client/model_core.cc and transfer.cc plan it, in machine_chunk_bytes (scale_config.h). The
   // sources publish without checksums (their flag word reads 0): the block only rounds the
   // resume point down, as the real one does to its 1 MiB.
   client::TransferPlan plan;

@@ -1,4 +1,4 @@
-// The simulated driver: what src/client/model.cc does with the machines' actions, on a model
+// The simulated driver: what src/client/model_core.cc does with the machines' actions, on a model
 // of the shard's memory. The buffers are chunks tagged with what they hold (model and
 // version), the progress counter is the seqlock's (fill epoch, chunks), publish may stage
 // behind (its counter leads), host copies are snapshots of the buffers. Nothing here decides

@@ -262,8 +262,8 @@ TEST(RegistryInfoTest, ShowsModelsVersionsHoldersAndTransfersInFlight) {
 }
 
 // A reader whose partial source stops reports the failure with the bytes it holds; while it
-// waits for another source (the trainer, stopped too, still serves the stopped one), the registry shows
-// that report, as a report.
+// waits for another source (the trainer, stopped too, still serves the stopped one), the
+// registry shows that report, as a report.
 TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   if (!have_python()) GTEST_SKIP() << "python3 is needed to read the JSON back";
   Daemon d({"--heartbeat-timeout-ms", "600000"});
@@ -281,11 +281,24 @@ TEST(RegistryInfoTest, ShowsTheBytesAReaderReportedWhenItsSourceFailed) {
   ASSERT_TRUE(ok(victim.cmd("ireplicate latest")));
   ASSERT_TRUE(wait_for_stat(victim, "bytes_held", [](int64_t b) { return b > 0; }));
   trainer.signal(SIGSTOP);
+  // What the trainer had sent still lands: the victim's count settles (the same twice, 300 ms
+  // apart), and it holds that from then on.
+  int64_t victim_held = -1;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t now = stat(victim, "bytes_held");
+    if (now == victim_held) break;
+    victim_held = now;
+    ::poll(nullptr, 0, 300);
+  }
   ASSERT_TRUE(ok(reader.cmd("ireplicate latest")));  // the trainer is busy: reads the victim
   ASSERT_TRUE(wait_for_stat(reader, "bytes_held", [](int64_t b) { return b > 0; }));
   victim.signal(SIGSTOP);
   ASSERT_TRUE(wait_for_stat(reader, "source_failures", [](int64_t n) { return n >= 1; }));
   int64_t held = stat(reader, "bytes_held");
+  // Every byte its source held, before it gave up on it (stall_timeout_ms after the last): a
+  // read across what the source held, parked there for good, would have kept the bytes below
+  // from it (under verify, their whole 1 MiB block).
+  EXPECT_EQ(held, victim_held) << "the reader did not get all its stopped source held";
 
   std::string s = wait_for_info(d.address, [](const std::string& x) { return has(x, "waiting=1"); });
   EXPECT_TRUE(has(s, "waiting=1")) << s;

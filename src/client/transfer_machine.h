@@ -113,6 +113,7 @@ class TransferMachine {
   [[nodiscard]] int inflight() const { return inflight_; }
   [[nodiscard]] bool counter_pending() const { return counter_pending_; }
   [[nodiscard]] uint64_t held() const { return held_; }
+  [[nodiscard]] uint64_t ready() const { return ready_; }  // what the source holds, as last seen
   [[nodiscard]] uint64_t total() const { return p_.total; }
   [[nodiscard]] uint64_t counter_reads() const { return counter_reads_; }
   [[nodiscard]] uint64_t gets() const { return gets_; }

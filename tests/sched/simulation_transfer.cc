@@ -88,6 +88,10 @@ void World::begin_transfer(int i, int s, const client::BeginTransfer& a) {
   // Half the transfers read as over the sockets' parked reads (no draw: the seed's other
   // choices stay as they were).
   j.watched = plan.watched = parked_ < 0 ? j.serial % 2 == 1 : parked_ == 1;
+  // Watched reads span 1 to 3 chunks (again from the serial), so that a source's counter may
+  // stand inside one: what the source is known to hold is read apart from what it is not
+  // (TransferMachine::pump), and a parked read covers several of its chunks.
+  if (j.watched) plan.chunk_size = 1 + (j.serial / 2) % 3;
   j.m = std::make_shared<client::TransferMachine>(std::move(plan));
   j.per_chunk = (1 + static_cast<Time>(r(3))) * kMs;
   if (actors_[j.src.actor].dc != me.dc) j.per_chunk = (5 + static_cast<Time>(r(10))) * kMs;  // the slow link
@@ -125,6 +129,15 @@ void World::run_transfer(int i, int s, uint64_t serial, std::vector<client::Tran
     todo.pop_front();
     const Time latency = std::max<Time>(kMs, j->per_chunk / 2);  // counter and checksum reads: their own lane
     if (const auto* c = std::get_if<client::ReadChunk>(&step)) {
+      // What the source is known to hold is never asked for in one read with what it is not:
+      // parked, such a read would keep the known bytes back for as long as the source takes
+      // (for good, from a source that stopped).
+      const uint64_t ready = j->m->ready();
+      if (c->off < ready && c->off + c->len > ready) {
+        return fail(actors_[i].replica + "/" + std::to_string(s) + ": a read of [" + std::to_string(c->off) + ", " +
+                    std::to_string(c->off + c->len) + ") crosses what its source is known to hold (" +
+                    std::to_string(ready) + ")");
+      }
       j->link_free = std::max(j->link_free, now_) + j->per_chunk * static_cast<Time>(c->len);
       const client::ReadChunk chunk = *c;
       if (j->watched) j->order.push_back(chunk.off);

@@ -18,6 +18,12 @@
  * counters; it keeps serving until QUIT, because later rollouts may read from it. After the
  * last DONE the trainer unpublishes (its stall = publish + this unpublish), sends QUIT,
  * waits for every BYE and prints a table and one JSON line.
+ * --versions V: V training steps in the same processes, as an RL job runs them: after
+ * version v's last DONE the trainer unpublishes, writes version v+1 into the same tensors,
+ * publishes it and sends GO again; each rollout THUB_Update(THUB_LATEST)s into the same
+ * tensors. The JSON's completion, stalls and the rollouts' detail are the median version's
+ * (by completion), and "completions_s" lists every version's; the first version also pays
+ * for the processes' first connections, as the first MPI_Bcast of an MPI job does.
  *
  * Times are CLOCK_MONOTONIC, which every namespace of the machine shares (no time
  * namespaces are used), so the trainer subtracts t0 from the rollouts' clock readings.
@@ -69,6 +75,7 @@ struct options {
   double die_at;
   double freeze_at;
   int check_all;
+  int versions;
   int ninfo;
   char *info_kv[MAX_INFO];
 };
@@ -77,11 +84,11 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: thub_fanout --role trainer --listen IP [--rollouts N] [--bytes S[K|M|G]] [--tensors T]\n"
           "                   [--registry-port P] [--control-port Q] [--label L] [--stagger] [--watch]\n"
-          "                   [--info KEY=VALUE]...\n"
+          "                   [--versions V] [--info KEY=VALUE]...\n"
           "       thub_fanout --role rollout --trainer IP:Q --index I [--die-at F | --freeze-at F] [--check-all]\n"
           "                   [--info KEY=VALUE]...\n"
           "  defaults: --rollouts 1, --bytes 256M, --tensors 4, --registry-port 29500,\n"
-          "  --control-port 29501, --label tensorhub. --info sets a THUB_Init key (repeatable).\n");
+          "  --control-port 29501, --label tensorhub, --versions 1. --info sets a THUB_Init key (repeatable).\n");
 }
 
 static void die(const char *fmt, ...) {
@@ -95,7 +102,7 @@ static void die(const char *fmt, ...) {
 }
 
 static void parse_options(int argc, char **argv, struct options *o) {
-  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_WATCH, O_TRAINER, O_INDEX, O_DIE, O_FREEZE, O_CHECK, O_INFO };
+  enum { O_ROLE = 256, O_LISTEN, O_RPORT, O_CPORT, O_LABEL, O_STAGGER, O_WATCH, O_TRAINER, O_INDEX, O_DIE, O_FREEZE, O_CHECK, O_INFO, O_VERSIONS };
   static const struct option longopts[] = {
       {"role", required_argument, 0, O_ROLE},        {"bytes", required_argument, 0, 'b'},
       {"tensors", required_argument, 0, 't'},        {"rollouts", required_argument, 0, 'n'},
@@ -105,6 +112,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
              {"trainer", required_argument, 0, O_TRAINER},
       {"index", required_argument, 0, O_INDEX},      {"die-at", required_argument, 0, O_DIE},
       {"freeze-at", required_argument, 0, O_FREEZE}, {"check-all", no_argument, 0, O_CHECK},        {"info", required_argument, 0, O_INFO},
+      {"versions", required_argument, 0, O_VERSIONS},
       {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0}};
   int c, bad = 0, role_set = 0;
   char *end;
@@ -116,6 +124,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
   o->control_port = 29501;
   o->label = "tensorhub";
   o->index = -1;
+  o->versions = 1;
   while (!bad && (c = getopt_long(argc, argv, "b:t:n:h", longopts, NULL)) != -1) {
     switch (c) {
       case O_ROLE:
@@ -143,6 +152,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
         bad = *end != '\0' || o->freeze_at <= 0.0 || o->freeze_at >= 1.0;
         break;
       case O_CHECK: o->check_all = 1; break;
+      case O_VERSIONS: bad = parse_int(optarg, 1, 1000, &o->versions); break;
       case O_INFO:
         bad = o->ninfo == MAX_INFO || strchr(optarg, '=') == NULL;
         if (!bad) o->info_kv[o->ninfo++] = optarg;
@@ -220,51 +230,65 @@ static int rollout_main(const struct options *o) {
   send_line(&c, "READY %d %d", (int)getpid(), o->index);
   if (!read_line(&c, line, sizeof line) || strcmp(line, "GO") != 0) die("rollout %d: expected GO, got '%s'", o->index, line);
 
-  double t_go = now_s(), cpu_go = cpu_s();
-  int64_t got = -1;
-  if (monitor || o->die_at > 0 || o->freeze_at > 0) {
-    /* Watch our own progress counter while the transfer runs: tell the trainer when the
-     * first bytes are here (--stagger) and die at the requested fraction (--die-at). */
-    THUB_Request req = THUB_REQUEST_NULL;
-    int done = 0, started = 0;
-    uint64_t kill_at = (uint64_t)(o->die_at * (double)bytes), stop_at = (uint64_t)(o->freeze_at * (double)bytes);
-    check_thub(ctx, "THUB_Ireplicate", THUB_Ireplicate(m, THUB_LATEST, &req));
-    while (!done) {
-      int64_t held = stat_of(m, "bytes_held");
-      if (!started && held > 0) {
-        started = 1;
-        send_line(&c, "STARTED %.6f", now_s());
+  /* Version v + 1 after each GO: the first replicated, every later one by THUB_Update into
+   * the same tensors (an RL step). */
+  uint64_t bad = 0;
+  int64_t got = -1, partial_before = 0, failures_before = 0; /* those two stats count the model's life */
+  for (int64_t v = 1;; v++) {
+    double t_go = now_s(), cpu_go = cpu_s();
+    if (monitor || o->die_at > 0 || o->freeze_at > 0) {
+      /* Watch our own progress counter while the transfer runs: tell the trainer when the
+       * first bytes are here (--stagger) and die at the requested fraction (--die-at). */
+      THUB_Request req = THUB_REQUEST_NULL;
+      int done = 0, started = 0, fresh = v == 1; /* bytes_held shows the last transfer's until the new one starts */
+      uint64_t kill_at = (uint64_t)(o->die_at * (double)bytes), stop_at = (uint64_t)(o->freeze_at * (double)bytes);
+      if (v == 1) check_thub(ctx, "THUB_Ireplicate", THUB_Ireplicate(m, THUB_LATEST, &req));
+      else check_thub(ctx, "THUB_Iupdate", THUB_Iupdate(m, THUB_LATEST, &req));
+      while (!done) {
+        int64_t held = stat_of(m, "bytes_held");
+        fresh = fresh || held < (int64_t)bytes;
+        if (!fresh) held = 0;
+        if (!started && held > 0) {
+          started = 1;
+          send_line(&c, "STARTED %.6f", now_s());
+        }
+        if (kill_at > 0 && held >= (int64_t)kill_at) {
+          fprintf(stderr, "thub_fanout: rollout %d: SIGKILL at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
+          kill(getpid(), SIGKILL);
+        }
+        if (stop_at > 0 && held >= (int64_t)stop_at) {
+          fprintf(stderr, "thub_fanout: rollout %d: SIGSTOP at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
+          send_line(&c, "FROZEN %.6f", now_s());
+          kill(getpid(), SIGSTOP);
+        }
+        check_thub(ctx, "THUB_Test", THUB_Test(&req, &done, &got));
+        if (!done) nanosleep(&(struct timespec){0, 500 * 1000}, NULL); /* sampling period of the counter */
       }
-      if (kill_at > 0 && held >= (int64_t)kill_at) {
-        fprintf(stderr, "thub_fanout: rollout %d: SIGKILL at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
-        kill(getpid(), SIGKILL);
-      }
-      if (stop_at > 0 && held >= (int64_t)stop_at) {
-        fprintf(stderr, "thub_fanout: rollout %d: SIGSTOP at %" PRId64 " of %" PRIu64 " bytes\n", o->index, held, bytes);
-        send_line(&c, "FROZEN %.6f", now_s());
-        kill(getpid(), SIGSTOP);
-      }
-      check_thub(ctx, "THUB_Test", THUB_Test(&req, &done, &got));
-      if (!done) nanosleep(&(struct timespec){0, 500 * 1000}, NULL); /* sampling period of the counter */
+      if (!started) send_line(&c, "STARTED %.6f", now_s());
+    } else if (v == 1) {
+      check_thub(ctx, "THUB_Replicate", THUB_Replicate(m, THUB_LATEST, &got));
+    } else {
+      check_thub(ctx, "THUB_Update", THUB_Update(m, THUB_LATEST, &got));
     }
-    if (!started) send_line(&c, "STARTED %.6f", now_s());
-  } else {
-    check_thub(ctx, "THUB_Replicate", THUB_Replicate(m, THUB_LATEST, &got));
+    double t_end = now_s(), cpu = cpu_s() - cpu_go;
+    uint64_t bad_v = check_shard(&s, v - 1, o->check_all) + (got != v);
+    bad += bad_v;
+    const int64_t partial = stat_of(m, "partial_sources"), failures = stat_of(m, "source_failures");
+    send_line(&c, "DONE %.6f %.6f %.6f %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRIu64 " %s", t_go, t_end,
+              cpu, got, partial - partial_before, failures - failures_before, stat_of(m, "counter_reads"),
+              stat_of(m, "gets"), bad_v, o->check_all ? "all" : "sample");
+    partial_before = partial;
+    failures_before = failures;
+    /* Keep serving: rollouts still transferring may read from this one. GO: the next version. */
+    if (!read_line(&c, line, sizeof line) || strcmp(line, "QUIT") == 0) break;
+    if (strcmp(line, "GO") != 0) die("rollout %d: expected GO or QUIT, got '%s'", o->index, line);
   }
-  double t_end = now_s(), cpu = cpu_s() - cpu_go;
-  uint64_t bad = check_shard(&s, 0, o->check_all);
-  send_line(&c, "DONE %.6f %.6f %.6f %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRIu64 " %s", t_go, t_end, cpu,
-            got, stat_of(m, "partial_sources"), stat_of(m, "source_failures"), stat_of(m, "counter_reads"),
-            stat_of(m, "gets"), bad, o->check_all ? "all" : "sample");
-
-  /* Keep serving: rollouts still transferring may read from this one. */
-  if (read_line(&c, line, sizeof line) && strcmp(line, "QUIT") != 0) die("rollout %d: expected QUIT, got '%s'", o->index, line);
   check_thub(ctx, "THUB_Close", THUB_Close(&m));
   send_line(&c, "BYE");
   check_thub(ctx, "THUB_Finalize", THUB_Finalize(&ctx));
   free_shard(&s);
   close(c.fd);
-  return bad == 0 && got == 1 ? 0 : 1;
+  return bad == 0 && got >= 1 ? 0 : 1;
 }
 
 /* ---- trainer ----------------------------------------------------------------------------- */
@@ -329,54 +353,80 @@ static int trainer_main(const struct options *o) {
     res[idx].alive = 1;
   }
 
-  /* The common start. */
-  double t0 = now_s();
-  check_thub(ctx, "THUB_Publish", THUB_Publish(m, 1));
-  double t_pub = now_s() - t0;
-  int next_go = 0;
-  if (o->stagger) send_line(&cs[next_go++], "GO");
-  else
-    for (; next_go < n; next_go++) send_line(&cs[next_go], "GO");
-
-  int pending = n, killed = 0;
-  for (int i = 0; i < n; i++) want[i] = 1;
-  while (pending > 0) {
-    int i = next_line(cs, want, n, line, sizeof line);
-    if (i < 0) break;
-    struct result *r = &res[i];
-    if (line[0] == '\0') { /* the rollout ended without DONE (killed) */
-      r->alive = 0;
-      r->t_end = now_s(); /* when the trainer saw it gone */
-      want[i] = 0;
-      pending--;
-      killed++;
-      fprintf(stderr, "thub_fanout: connection %d (pid %d) ended before DONE\n", i, r->pid);
-    } else if (strncmp(line, "FROZEN ", 7) == 0) { /* stopped itself: counts as failed */
-      r->alive = 0;
-      r->frozen = 1;
-      r->t_end = strtod(line + 7, NULL);
-      want[i] = 0;
-      pending--;
-      killed++;
-    } else if (strncmp(line, "STARTED ", 8) == 0) {
-      r->t_started = strtod(line + 8, NULL);
-    } else if (sscanf(line, "DONE %lf %lf %lf %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %15s",
-                      &r->t_go, &r->t_end, &r->cpu, &r->got, &r->partial, &r->failures, &r->counter_reads, &r->gets, &r->bad,
-                      r->check) == 10) {
-      want[i] = 0;
-      pending--;
+  /* Version v: the common start t0[v], publish, GO, every DONE, unpublish. */
+  const int nv = o->versions;
+  struct result(*vres)[MAX_ROLLOUTS] = calloc((size_t)nv, sizeof *vres);
+  double *t0s = calloc((size_t)nv, sizeof *t0s), *pubs = calloc((size_t)nv, sizeof *pubs),
+         *unpubs = calloc((size_t)nv, sizeof *unpubs), *completions = calloc((size_t)nv, sizeof *completions);
+  if (!vres || !t0s || !pubs || !unpubs || !completions) die("out of memory");
+  int killed = 0, ran = 0;
+  for (int v = 0; v < nv && killed == 0; v++, ran++) {
+    if (v > 0) {
+      fill_shard(&s, v); /* version v + 1's content, into the tensors the registry was told of */
+      for (int i = 0; i < n; i++) vres[v][i] = (struct result){.alive = vres[v - 1][i].alive, .pid = vres[v - 1][i].pid};
     } else {
-      die("connection %d: unexpected '%s'", i, line);
+      memcpy(vres[0], res, sizeof vres[0]);
     }
-    /* --stagger: the next rollout goes once this one holds data (or is finished/gone). */
-    if (o->stagger && next_go < n && i == next_go - 1 && (r->t_started > 0 || !want[i])) send_line(&cs[next_go++], "GO");
-  }
+    struct result *rv = vres[v];
+    double t0 = t0s[v] = now_s();
+    check_thub(ctx, "THUB_Publish", THUB_Publish(m, v + 1));
+    pubs[v] = now_s() - t0;
+    int next_go = 0;
+    if (o->stagger) send_line(&cs[next_go++], "GO");
+    else
+      for (; next_go < n; next_go++) send_line(&cs[next_go], "GO");
 
-  for (int i = 0; i < n; i++)
-    if (res[i].frozen) kill(res[i].pid, SIGKILL); /* same pid namespace as the lab's hosts */
-  double t_u = now_s();
-  check_thub(ctx, "THUB_Unpublish", THUB_Unpublish(m));
-  double t_unpub = now_s() - t_u;
+    int pending = n;
+    for (int i = 0; i < n; i++) want[i] = 1;
+    while (pending > 0) {
+      int i = next_line(cs, want, n, line, sizeof line);
+      if (i < 0) break;
+      struct result *r = &rv[i];
+      if (line[0] == '\0') { /* the rollout ended without DONE (killed) */
+        r->alive = 0;
+        r->t_end = now_s(); /* when the trainer saw it gone */
+        want[i] = 0;
+        pending--;
+        killed++;
+        fprintf(stderr, "thub_fanout: connection %d (pid %d) ended before DONE\n", i, r->pid);
+      } else if (strncmp(line, "FROZEN ", 7) == 0) { /* stopped itself: counts as failed */
+        r->alive = 0;
+        r->frozen = 1;
+        r->t_end = strtod(line + 7, NULL);
+        want[i] = 0;
+        pending--;
+        killed++;
+      } else if (strncmp(line, "STARTED ", 8) == 0) {
+        r->t_started = strtod(line + 8, NULL);
+      } else if (sscanf(line, "DONE %lf %lf %lf %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %15s",
+                        &r->t_go, &r->t_end, &r->cpu, &r->got, &r->partial, &r->failures, &r->counter_reads, &r->gets,
+                        &r->bad, r->check) == 10) {
+        want[i] = 0;
+        pending--;
+      } else {
+        die("connection %d: unexpected '%s'", i, line);
+      }
+      /* --stagger: the next rollout goes once this one holds data (or is finished/gone). */
+      if (o->stagger && next_go < n && i == next_go - 1 && (r->t_started > 0 || !want[i])) send_line(&cs[next_go++], "GO");
+    }
+
+    for (int i = 0; i < n; i++)
+      if (rv[i].frozen) kill(rv[i].pid, SIGKILL); /* same pid namespace as the lab's hosts */
+    double t_u = now_s();
+    check_thub(ctx, "THUB_Unpublish", THUB_Unpublish(m));
+    unpubs[v] = now_s() - t_u;
+    for (int i = 0; i < n; i++)
+      if (rv[i].alive && rv[i].t_end - t0 > completions[v]) completions[v] = rv[i].t_end - t0;
+    if (nv > 1) fprintf(stderr, "thub_fanout: version %d: completion %.3f s\n", v + 1, completions[v]);
+  }
+  /* The median version by completion (the lower middle of an even count). */
+  int med = 0;
+  for (int v = 0; v < ran; v++) {
+    int below = 0;
+    for (int u = 0; u < ran; u++) below += completions[u] < completions[v] || (completions[u] == completions[v] && u < v);
+    if (below == (ran - 1) / 2) med = v;
+  }
+  memcpy(res, vres[ran - 1], sizeof vres[0]);
   for (int i = 0; i < n; i++)
     if (res[i].alive) send_line(&cs[i], "QUIT");
   for (int i = 0; i < n; i++) {
@@ -384,6 +434,11 @@ static int trainer_main(const struct options *o) {
     if (!read_line(&cs[i], line, sizeof line) || strcmp(line, "BYE") != 0)
       fprintf(stderr, "thub_fanout: connection %d: no BYE ('%s')\n", i, line);
   }
+  uint64_t bad_all = 0;
+  for (int v = 0; v < ran; v++)
+    for (int i = 0; i < n; i++) bad_all += vres[v][i].alive && (vres[v][i].bad != 0 || vres[v][i].got != v + 1);
+  memcpy(res, vres[med], sizeof vres[0]);
+  double t0 = t0s[med], t_pub = pubs[med], t_unpub = unpubs[med];
   check_thub(ctx, "THUB_Close", THUB_Close(&m));
   check_thub(ctx, "THUB_Finalize", THUB_Finalize(&ctx));
 
@@ -391,7 +446,7 @@ static int trainer_main(const struct options *o) {
   const char *rate = getenv("NETLAB_RATE_BPS");
   double link_bps = rate ? strtod(rate, NULL) : 0.0, ideal = link_bps > 0 ? (double)o->bytes * 8.0 / link_bps : 0.0;
   double completion = 0.0, rollout_stall = 0.0;
-  int partial_rollouts = 0, done = 0, ok = 1;
+  int partial_rollouts = 0, done = 0, ok = bad_all == 0;
   int64_t failures = 0;
   for (int i = 0; i < n; i++) {
     struct result *r = &res[i];
@@ -401,7 +456,7 @@ static int trainer_main(const struct options *o) {
     rollout_stall += r->t_end - r->t_go;
     partial_rollouts += r->partial > 0;
     failures += r->failures;
-    ok &= r->bad == 0 && r->got == 1;
+    ok &= r->bad == 0 && r->got == med + 1;
     printf("rollout %d (pid %d): start %.3f s, done %.3f s, replicate %.3f s, partial_sources %" PRId64
            ", source_failures %" PRId64 ", counter_reads %" PRId64 ", gets %" PRId64 ", check %s %s\n",
            i, r->pid, r->t_go - t0, r->t_end - t0, r->t_end - r->t_go, r->partial, r->failures, r->counter_reads,
@@ -420,6 +475,9 @@ static int trainer_main(const struct options *o) {
          o->stagger ? "true" : "false", completion, rollout_stall, t_pub + t_unpub, t_pub, t_unpub, partial_rollouts,
          failures, done, killed, ok ? "ok" : "bad");
   if (ideal > 0) printf(",\"link_gbps\":%.4f,\"ideal_s\":%.6f,\"vs_ideal\":%.4f", link_bps / 1e9, ideal, completion / ideal);
+  printf(",\"versions\":%d,\"median_version\":%d,\"completions_s\":[", ran, med + 1);
+  for (int v = 0; v < ran; v++) printf("%s%.6f", v ? "," : "", completions[v]);
+  printf("]");
   printf(",\"rollouts_detail\":[");
   for (int k = 0, first = 1; k < n; k++) {
     struct result *r = &res[k];
@@ -440,6 +498,11 @@ static int trainer_main(const struct options *o) {
   fflush(stdout);
   for (int i = 0; i < n; i++) close(cs[i].fd);
   free_shard(&s);
+  free(vres);
+  free(t0s);
+  free(pubs);
+  free(unpubs);
+  free(completions);
   return ok && done + killed == n ? 0 : 1;
 }
 

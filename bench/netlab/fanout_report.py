@@ -66,6 +66,7 @@ def fanout(args):
     rows = load(args.infile)
     bps = rate_bps(args.rate)
     samples, stalls, tstalls, pubs, partial, nbytes, errors = {}, {}, {}, {}, {}, {}, {}
+    firsts, laters = {}, {}  # per run: its first version (iteration) and the ones after it
     for r in rows:
         if r.get("bench") == "mpi_bcast":
             key = (r.get("method", "mpi_bcast"), r["ranks"] - 1)
@@ -74,7 +75,8 @@ def fanout(args):
                 tstalls.setdefault(key, []).append(r["trainer_stall_s"])
         else:
             key = (r["method"], r["rollouts"])
-            vals = [r["completion_s"]] if "completion_s" in r else []
+            # Every version of the run (the first included), as MPI's every timed iteration.
+            vals = r.get("completions_s", [r["completion_s"]]) if "completion_s" in r else []
             if vals:
                 tstalls.setdefault(key, []).append(r["trainer_stall_s"])
                 if "rollout_stall_s" in r:
@@ -88,6 +90,9 @@ def fanout(args):
         if "bytes" in r:
             nbytes[key[1]] = r["bytes"]
         samples.setdefault(key, []).extend(vals)
+        if len(vals) > 1:
+            firsts.setdefault(key, []).append(vals[0])
+            laters.setdefault(key, []).extend(vals[1:])
     ns = sorted({k[1] for k in samples})
     size = max(nbytes.values()) if nbytes else 0
     ideal = size * 8 / bps
@@ -98,13 +103,17 @@ def fanout(args):
             tuned[n] = (m, n)
     for n, key in tuned.items():
         samples[("mpi_tuned", n)] = samples[key]
+        for d in (firsts, laters):
+            if key in d:
+                d[("mpi_tuned", n)] = d[key]
         if key in tstalls:
             tstalls[("mpi_tuned", n)] = tstalls[key]
 
     out = []
     out.append(f"Completion time of the fan-out (last rollout done), median seconds; "
                f"S = {size / 2**20:.0f} MiB, links {args.rate}, ideal S/R = {ideal:.3f} s. "
-               f"n = samples (runs; MPI: timed iterations). (f) = the fastest of Open MPI's tuned "
+               f"n = samples (TensorHub: the versions of every run, each run's first included; "
+               f"(g): runs; MPI: timed iterations, the first included). (f) = the fastest of Open MPI's tuned "
                f"variants at that N (all of them in the next table); (g) = thub_chain_get.\n")
     out.append("| N | ideal | " + " | ".join(lbl for _, lbl in METHODS) +
                " | (a)/ideal | (a)/(d) | **(a)/(f)** | (a)/(g) |")
@@ -142,13 +151,30 @@ def fanout(args):
                 cells.append(c)
             out.append(f"| {n} | " + " | ".join(cells) + " |")
         out.append("")
+    if any(("pipeline", n) in firsts and ("mpi_tuned", n) in firsts for n in ns):
+        out.append("The first version of a run (fresh processes; their connections are made during it) and the "
+                   "versions after it (THUB_Update into the same tensors, an RL job's steady state), against Open "
+                   "MPI's best tuned variant's first timed iteration and the iterations after it (the same "
+                   "processes), medians; n = samples.\n")
+        out.append("| N | (a) first | (f) first | first: (a)/(f) | (a) later | (f) later | **later: (a)/(f)** |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for n in ns:
+            af, tf = firsts.get(("pipeline", n), []), firsts.get(("mpi_tuned", n), [])
+            al, tl = laters.get(("pipeline", n), []), laters.get(("mpi_tuned", n), [])
+            r1 = med(af) / med(tf) if af and tf else None
+            r2 = med(al) / med(tl) if al and tl else None
+            out.append(f"| {n} | {fmt(med(af), '.3f')} (n={len(af)}) | {fmt(med(tf), '.3f')} (n={len(tf)}) | "
+                       f"{fmt(r1)} | {fmt(med(al), '.3f')} (n={len(al)}) | {fmt(med(tl), '.3f')} (n={len(tl)}) | "
+                       f"**{fmt(r2)}** |")
+        out.append("")
     out.append("Stalls, medians. Trainer stall = how long the trainer is blocked by the method: TensorHub: "
-               "THUB_Publish + the final THUB_Unpublish (called once every rollout is done, so it has nothing "
-               "to drain; THUB_Publish alone beside it); MPI: the root's time in MPI_Bcast; raw chain: until "
+               "THUB_Publish + THUB_Unpublish of the run's median version (the unpublish is called once every "
+               "rollout is done, so it has nothing to drain; THUB_Publish alone beside it: a run's first "
+               "publish also registers the shard); MPI: the root's time in MPI_Bcast; raw chain: until "
                "host 1 has read the last byte (the source must not change its buffer before). TensorHub's "
                "trainer may compute meanwhile but, by the mutability contract, not write the published "
                "buffers until its reader is done: an unpublish before that waits. Total rollout stall = sum "
-               "over rollouts of their THUB_Replicate time; partial = rollouts whose source was a partial "
+               "over rollouts of their THUB_Replicate (later versions: THUB_Update) time; partial = rollouts whose source was a partial "
                "replica.\n")
     out.append("| N | method | trainer stall (ms) | THUB_Publish (ms) | total rollout stall (s) | partial |")
     out.append("|---:|---|---:|---:|---:|---:|")

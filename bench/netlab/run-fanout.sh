@@ -9,7 +9,7 @@
 #                              [--reps-large 3] [--large-from 8] [--mpi-iters 3]
 #                              [--build build] [--out docs/figures/fanout.jsonl] [--no-report]
 #                              [--methods "pipeline nopipe p2p ucx_chain tuned"] [--tuned "KEY=VALUE ..."]
-#                              [--no-mpi] [--watch] [--latency 50ms] [--tag T]
+#                              [--no-mpi] [--watch] [--latency 50ms] [--tag T] [--versions V]
 #                              [--rates "250mbit 500mbit 1gbit"]
 #                              [--mpi-tuned "chain:1M pipeline:1M ..." | --mpi-tuned none]
 #                              [--chain-chunk 1M] [--chain-window 4]
@@ -21,6 +21,11 @@
 #
 # For each N a lab of N+1 hosts (tools/netlab/netlab.sh run) is brought up once and every
 # method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast. Methods:
+# A TensorHub run is V versions (--versions, default --mpi-iters) in the same processes, as
+# the training steps of an RL job: version 1 replicated, every later one THUB_Update'd into
+# the same tensors; its samples are every version's completion, the first included, as
+# MPI_Bcast's are its timed iterations, the first included (connections of both are made
+# during the first). Methods:
 #   pipeline  TensorHub, embedded registry defaults (pipeline=true, max_readers=1)
 #   nopipe    pipeline=false: only complete replicas are handed out as sources
 #   p2p       pipeline=false, max_readers=N: every rollout reads the trainer
@@ -47,7 +52,7 @@ MPIRUN_NETLAB=$ROOT/tools/netlab/mpirun-in-netlab.sh
 RATE=1gbit BYTES=256M NS="1 2 4 8" REPS=3 REPS_LARGE=3 LARGE_FROM=8 MPI_ITERS=3
 BUILD=$ROOT/build OUT= REPORT=1 METHODS="pipeline nopipe p2p ucx_chain" TAG= RATES=
 MPI_TUNED="chain:1M pipeline:1M chain:256K pipeline:256K chain:4M" CHAIN_CHUNK=1M CHAIN_WINDOW=4
-TUNED="max_inflight=2" MPI=1 LAB_OPTS=() WATCH=0
+TUNED="max_inflight=2" MPI=1 LAB_OPTS=() WATCH=0 VERSIONS=
 RUN_TIMEOUT=150   # seconds, one TensorHub run (all processes)
 
 die() { echo "run-fanout: $*" >&2; exit 2; }
@@ -56,7 +61,7 @@ log() { echo "run-fanout: $*" >&2; }
 # ---- inner part: inside a live lab of N+1 hosts, root namespace ---------------------------
 if [[ ${1:-} == --inner ]]; then
   N=$2 BYTES=$3 REPS=$4 MPI_ITERS=$5 BUILD=$6 OUT=$7 METHODS=$8 TUNED=$9 MPI=${10} WATCH=${11}
-  MPI_TUNED=${12} CHAIN_CHUNK=${13} CHAIN_WINDOW=${14}
+  MPI_TUNED=${12} CHAIN_CHUNK=${13} CHAIN_WINDOW=${14} VERSIONS=${15}
   FANOUT=$BUILD/bench/netlab/thub_fanout CHAIN=$BUILD/bench/netlab/thub_chain_get
   port=$((29500 + 10 * N))
   cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
@@ -71,7 +76,7 @@ if [[ ${1:-} == --inner ]]; then
     ticks0=$(cpu_ticks) load=$(cut -d' ' -f1 /proc/loadavg)
     "$NETLAB" exec 0 --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role trainer --listen "$NETLAB_IP_0" \
       --rollouts "$N" --bytes "$BYTES" --label "$method" --registry-port "$port" \
-      --control-port $((port + 1)) "${info[@]}" $( ((WATCH)) && echo --watch) >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
+      --control-port $((port + 1)) "${info[@]}" --versions "$VERSIONS" $( ((WATCH)) && echo --watch) >"$logdir/trainer.out" 2>"$logdir/trainer.err" &
     local trainer=$!
     for ((i = 1; i <= N; i++)); do
       "$NETLAB" exec "$i" --timeout "$RUN_TIMEOUT" -- "$FANOUT" --role rollout \
@@ -190,6 +195,7 @@ while [[ $# -gt 0 ]]; do
     --chain-chunk) CHAIN_CHUNK=${2:?}; shift 2 ;;
     --chain-window) CHAIN_WINDOW=${2:?}; shift 2 ;;
     --watch)      WATCH=1; shift ;;
+    --versions)   VERSIONS=${2:?}; shift 2 ;;
     --latency)    LAB_OPTS+=(--latency "${2:?}"); shift 2 ;;
     --no-mpi)     MPI=0; shift ;;
     --build)      BUILD=$(readlink -f "${2:?}"); shift 2 ;;
@@ -210,6 +216,8 @@ fi
   die "$BUILD/bench/netlab/thub_chain_get not built (cmake --build $BUILD -j2 --target thub_chain_get)"
 
 [[ -z $RATES ]] && RATES=$RATE
+[[ -n $VERSIONS ]] || VERSIONS=$MPI_ITERS
+[[ $VERSIONS =~ ^[1-9][0-9]*$ ]] || die "--versions: a count of 1 or more"
 [[ $TAG =~ ^[A-Za-z0-9._-]*$ ]] || die "--tag: letters, digits, '.', '_' and '-' only"
 NAME=fanout${TAG:+-$TAG}
 [[ $RATES == *" "* ]] && NAME=fanout-sweep
@@ -225,7 +233,7 @@ for rate in $RATES; do
     log "N=$n: $reps repetitions of '$METHODS'$( ((MPI)) && echo " + MPI_Bcast x $MPI_ITERS (default, $MPI_TUNED)"), $BYTES at $rate ($(($(date +%s) - start)) s so far)"
     "$NETLAB" run --hosts $((n + 1)) --rate "$rate" "${LAB_OPTS[@]}" --timeout 1500 -- \
       "$SELF" --inner "$n" "$BYTES" "$reps" "$MPI_ITERS" "$BUILD" "$OUT" "$METHODS" "$TUNED" "$MPI" "$WATCH" \
-      "$MPI_TUNED" "$CHAIN_CHUNK" "$CHAIN_WINDOW"
+      "$MPI_TUNED" "$CHAIN_CHUNK" "$CHAIN_WINDOW" "$VERSIONS"
   done
 done
 log "all runs done in $(($(date +%s) - start)) s; results in $OUT"

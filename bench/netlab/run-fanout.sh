@@ -20,7 +20,7 @@
 # machine's CPU load, since all hosts of the box share this machine's cores.
 #
 # For each N a lab of N+1 hosts (tools/netlab/netlab.sh run) is brought up once and every
-# method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast. Methods:
+# method runs in it, repetitions interleaved (a b c a b c ...), then MPI_Bcast.
 # A TensorHub run is V versions (--versions, default --mpi-iters) in the same processes, as
 # the training steps of an RL job: version 1 replicated, every later one THUB_Update'd into
 # the same tensors; its samples are every version's completion, the first included, as
